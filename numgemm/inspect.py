@@ -1,0 +1,170 @@
+"""Offline inspection: build a Numba kernel, with the code it links, for a
+chosen target on a machine without a GPU, and read its SASS and resources.
+
+    python -m numgemm.inspect int8_ptx_mma_k32 --target sm_90 --sass
+    python -m numgemm.inspect --all --target sm_89
+
+numba-cuda's dispatcher compiles only for the GPU it runs on; this module
+runs the same pipeline (Numba -> NVVM LTO-IR, NVRTC for .cu, nvJitLink for
+the link, nvdisasm / cuobjdump for reading) with the target given instead.
+"""
+
+import argparse
+import re
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from numba import types
+from numba.cuda.cudadrv import nvvm
+from numba.cuda.compiler import compile_cuda, kernel_fixup
+
+from .toolchain import TARGETS, has_native_s4_mma, parse_target, run_tool, target_name
+
+_INSTR = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:\{\s*)?(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+
+
+@dataclass
+class Build:
+    """A kernel built for one target: its cubin, SASS and resource usage."""
+
+    name: str
+    target: str
+    cubin: bytes
+    seconds: float                  # compile + link, wall clock
+    sass: str = field(repr=False)
+    registers: int
+    shared_bytes: int               # static shared memory
+    local_bytes: int                # stack frame / local memory per thread
+    linker_log: str = field(repr=False, default="")
+
+    @property
+    def instructions(self):
+        """Opcodes with their modifiers, in program order ('IMMA.16832.S8.S8')."""
+        return [m.group(1) for m in map(_INSTR.match, self.sass.splitlines()) if m]
+
+    def histogram(self, depth=None):
+        """Counter of opcodes; depth=1 keeps only the base opcode ('IMMA')."""
+        ops = self.instructions
+        if depth:
+            ops = [".".join(op.split(".")[:depth]) for op in ops]
+        return Counter(ops)
+
+    def count(self, prefix):
+        """How many instructions start with prefix ('IMMA.16832', 'CALL', 'LDL')."""
+        return sum(op.startswith(prefix) for op in self.instructions)
+
+    @property
+    def has_local_memory(self):
+        return self.local_bytes > 0 or self.count("LDL") > 0 or self.count("STL") > 0
+
+    @property
+    def spill_note(self):
+        m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", self.linker_log)
+        return f"{m.group(1)} B spill stores, {m.group(2)} B spill loads" if m else "no spills"
+
+    def summary(self):
+        return (f"{self.name} [{self.target}]: {self.registers} registers, "
+                f"{self.shared_bytes} B static shared, {self.local_bytes} B local/thread, "
+                f"{len(self.instructions)} instructions, built in {self.seconds:.2f} s")
+
+
+def build(pyfunc, argtypes, target="sm_89", *, name=None, max_registers=None,
+          launch_bounds=None, lto=True):
+    """Compile a kernel function (not a dispatcher) for argtypes and link it
+    with its external code (.ptx, .cu) for target, without a GPU."""
+    cc = parse_target(target)
+    pyfunc = getattr(pyfunc, "py_func", pyfunc)
+    start = time.perf_counter()
+    cres = compile_cuda(pyfunc, types.void, tuple(argtypes), cc=cc, lto=lto,
+                        max_registers=max_registers,
+                        nvvm_options={"fastmath": False, "opt": 3})
+    lib = cres.library
+    kernel = lib.get_function(cres.fndesc.llvm_func_name)
+    lib._entry_name = cres.fndesc.llvm_func_name
+    kernel_fixup(kernel, False)
+    nvvm.set_launch_bounds(kernel, launch_bounds)
+    cubin = bytes(lib.get_cubin(cc=(*cc, "")).code)
+    seconds = time.perf_counter() - start
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "kernel.cubin"
+        path.write_bytes(cubin)
+        sass = run_tool("nvdisasm", "-c", str(path))
+        usage = run_tool("cuobjdump", "--dump-resource-usage", str(path))
+    entry = cres.fndesc.llvm_func_name
+    res = _resources(usage, entry)
+    return Build(name=name or pyfunc.__name__, target=target_name(cc), cubin=cubin,
+                 seconds=seconds, sass=sass, registers=res["REG"],
+                 shared_bytes=res["SHARED"], local_bytes=res["LOCAL"] + res["STACK"],
+                 linker_log=lib.get_linkerinfo((*cc, "")) or "")
+
+
+def _resources(usage, entry):
+    # cuobjdump prints a "Function <name>:" line, then "REG:n STACK:n SHARED:n ..."
+    blocks = re.split(r"^\s*Function ([^:\s]+):", usage, flags=re.M)
+    for name, body in zip(blocks[1::2], blocks[2::2]):
+        if name == entry:
+            return {k: int(v) for k, v in re.findall(r"(\w+):(\d+)", body)}
+    raise RuntimeError(f"cuobjdump reported no resources for {entry}:\n{usage}")
+
+
+def s4_note(target):
+    """What this target does with s4 tensor-core instructions: a fact about
+    the target, reported, not an error."""
+    cc = parse_target(target)
+    if has_native_s4_mma(cc):
+        return f"{target_name(cc)}: s4 mma.sync and WMMA s4 compile to native IMMA S4 instructions."
+    return (f"{target_name(cc)}: no native s4 tensor-core instruction; ptxas emulates s4 mma.sync "
+            "and WMMA s4 (widening to s8 in a called routine). numgemm's int4_ptx_unpack_s8 "
+            "widens in the kernel instead.")
+
+
+def main(argv=None):
+    from . import registry
+    from .kernels import build_config
+
+    ap = argparse.ArgumentParser(prog="python -m numgemm.inspect", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("kernels", nargs="*", help="registered kernel names (see --list)")
+    ap.add_argument("--all", action="store_true", help="every registered kernel")
+    ap.add_argument("--list", action="store_true", help="list the registered kernels")
+    ap.add_argument("--target", default="sm_89", choices=TARGETS + ("sm_86",))
+    ap.add_argument("--preset", default="tuned", choices=("paper", "tuned"))
+    ap.add_argument("--linkage", default=None, choices=("inline", "link"))
+    ap.add_argument("--sass", action="store_true", help="print the SASS")
+    ap.add_argument("--hist", action="store_true", help="print the instruction histogram")
+    ap.add_argument("--save", metavar="DIR", help="write <name>.<target>.cubin and .sass there")
+    args = ap.parse_args(argv)
+
+    if args.list:
+        for name in registry.names(args.preset):
+            print(name)
+        return 0
+    names = registry.names(args.preset) if args.all else args.kernels
+    if not names:
+        ap.error("name a kernel, or --all, or --list")
+    print(s4_note(args.target))
+    for name in names:
+        cfg = registry.get(name, args.preset)
+        if args.linkage:
+            cfg = cfg.replace(linkage=args.linkage)
+        b = build_config(cfg, args.target)
+        print(b.summary())
+        if args.hist:
+            for op, n in b.histogram().most_common():
+                print(f"  {n:6d}  {op}")
+        if args.sass:
+            print(b.sass)
+        if args.save:
+            out = Path(args.save)
+            out.mkdir(parents=True, exist_ok=True)
+            (out / f"{cfg.name}.{b.target}.cubin").write_bytes(b.cubin)
+            (out / f"{cfg.name}.{b.target}.sass").write_text(b.sass)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,383 @@
+"""The hand-written PTX routines (ptx_asm/) and WMMA fragments (baselines/)
+as functions a Numba CUDA kernel can call.
+
+Every routine in ptx_asm/*.ptx is a real `.func` that ptxas assembles on its
+own. It reaches a kernel in one of two linkages, with identical results:
+
+- ``inline`` (the default): the routine's body is emitted into the kernel as
+  inline PTX by a Numba ``@intrinsic``, so it is register-allocated with the
+  kernel and no call remains;
+- ``link``: the ``.ptx`` file is linked as an external device function
+  (``cuda.declare_device(..., link=..., abi="c")``): one CALL per use, which is
+  what a call boundary costs in a hot loop.
+
+Both are generated from the file, so the file is the only source of the
+instruction: the routine's header comment becomes its docstring; its
+``ld.param`` / ``st.param`` lines say which registers are operands; the lines
+between them are the body. Tuple parameters (``a0, a1, ...``) become one tuple
+argument ``a``; a routine returning several registers returns a tuple.
+
+    >>> from numgemm.primitives import mma_m16n8k32_s8_s32, ldmatrix_x4
+    >>> from numgemm import primitives
+    >>> linked = primitives.routines("link")   # same names, linked as calls
+
+The WMMA baselines (baselines/*.cu) are CUDA C device functions compiled by
+NVRTC and inlined by nvJitLink's LTO; their fragments cross into Numba as
+small per-thread arrays, which stay in registers after inlining.
+
+Two address helpers, ``shared_addr`` and ``global_addr``, give the operands
+that ldmatrix and cp.async take.
+"""
+
+import re
+from dataclasses import dataclass
+from types import ModuleType
+
+from llvmlite import ir
+from numba import cuda, types
+from numba.cuda.extending import intrinsic
+
+from .toolchain import BASELINES_DIR, PTX_DIR, enable_wmma_headers
+
+LINKAGES = ("inline", "link")
+
+_NUMBA_TYPES = {
+    "b32": types.uint32,
+    "u32": types.uint32,
+    "s32": types.int32,
+    "f32": types.float32,
+    "b64": types.uint64,
+    "u64": types.uint64,
+}
+_CONSTRAINTS = {"b32": "r", "u32": "r", "s32": "r", "f32": "f", "b64": "l", "u64": "l"}
+# Opcodes that only compute on registers: routines made of these alone may be
+# moved or merged by LLVM; any other instruction touches memory or ordering.
+_PURE_OPCODES = {"mma", "and", "or", "xor", "not", "add", "sub", "mul", "shl", "shr",
+                 "prmt", "lop3", "mov", "cvt", "createpolicy"}
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One argument or result: a scalar register or a tuple of them."""
+
+    name: str
+    regs: tuple
+    ptxtype: str
+
+    @property
+    def numba_type(self):
+        ty = _NUMBA_TYPES[self.ptxtype]
+        return ty if len(self.regs) == 1 else types.UniTuple(ty, len(self.regs))
+
+
+@dataclass(frozen=True)
+class Routine:
+    """A routine parsed from ptx_asm/: its operands, body and documentation."""
+
+    name: str        # Python name, e.g. "mma_m16n8k32_s8_s32"
+    symbol: str      # PTX name, e.g. "numgemm_mma_m16n8k32_s8_s32"
+    path: str
+    doc: str
+    inputs: tuple    # of Operand, in call order
+    output: object   # Operand, or None for a routine returning nothing
+    temps: tuple     # ".reg" declarations the body needs beyond its operands
+    body: str
+    pure: bool
+
+    @property
+    def signature(self):
+        ret = self.output.numba_type if self.output else types.none
+        return ret(*(op.numba_type for op in self.inputs))
+
+    def inline_asm(self):
+        """(PTX text, LLVM constraint string) for the inline linkage."""
+        outs = self.output.regs if self.output else ()
+        ins = [r for op in self.inputs for r in op.regs]
+        number = {reg: f"${i}" for i, reg in enumerate([*outs, *ins])}
+        body = re.sub(r"%\w+", lambda m: number.get(m.group(0), m.group(0)), self.body)
+        text = "{\n" + "".join(f"{d};\n" for d in self.temps) + body + "}"
+        out_c = [f"={_CONSTRAINTS[self.output.ptxtype]}"] * len(outs) if self.output else []
+        in_c = [_CONSTRAINTS[op.ptxtype] for op in self.inputs for _ in op.regs]
+        clobber = [] if self.pure else ["~{memory}"]
+        return text, ",".join(out_c + in_c + clobber)
+
+
+_FUNC = re.compile(
+    r"((?:^//[^\n]*\n)*)"                       # header comment
+    r"^\.visible\s+\.func\s*(?:\((?P<ret>[^)]*)\))?\s*(?P<sym>\w+)\s*"
+    r"\((?P<params>[^)]*)\)\s*\{(?P<body>.*?)^\}",
+    re.M | re.S,
+)
+_REG_DECL = re.compile(r"^\.reg\s+\.(\w+)\s+(.*)$")
+_LD_PARAM = re.compile(r"^ld\.param\.(\w+)\s+(%\w+)\s*,\s*\[(\w+)\]$")
+_ST_PARAM = re.compile(r"^st\.param\.(\w+)\s+\[(\w+)(?:\+(\d+))?\]\s*,\s*(%\w+)$")
+
+
+def _param_names(text):
+    return [re.sub(r"\[.*", "", p.split()[-1]) for p in text.split(",") if p.strip()]
+
+
+def _expand(decl):
+    """'%a<4>, %b' -> ['%a0', '%a1', '%a2', '%a3', '%b']"""
+    regs = []
+    for item in decl.split(","):
+        item = item.strip()
+        m = re.fullmatch(r"(%\w+?)<(\d+)>", item)
+        regs.extend([f"{m.group(1)}{i}" for i in range(int(m.group(2)))] if m else [item])
+    return regs
+
+
+def _comment(block):
+    return "\n".join(re.sub(r"^// ?", "", line) for line in block.strip().splitlines())
+
+
+def _parse_func(m, path, notes):
+    sym = m.group("sym")
+    doc = _comment(m.group(1)) + "\n\n" + notes
+    stmts = [" ".join(s.split()) for s in
+             re.sub(r"//[^\n]*", "", m.group("body")).split(";")]
+    reg_type, loads, stores, body = {}, {}, [], []
+    for s in filter(None, stmts):
+        if d := _REG_DECL.match(s):
+            for reg in _expand(d.group(2)):
+                reg_type[reg] = d.group(1)
+        elif ld := _LD_PARAM.match(s):
+            loads[ld.group(3)] = (ld.group(2), ld.group(1))
+        elif st := _ST_PARAM.match(s):
+            stores.append((int(st.group(3) or 0), st.group(4), st.group(1)))
+        elif s != "ret":
+            body.append(s)
+
+    # Tuple parameters are named <group><index>: a0, a1, ... -> argument "a".
+    groups = {}
+    for p in _param_names(m.group("params")):
+        if p not in loads:
+            raise ValueError(f"{path}: {sym}: parameter {p} is never loaded")
+        g = re.fullmatch(r"([a-z]+)\d+", p)
+        groups.setdefault(g.group(1) if g else p, []).append(loads[p])
+    inputs = tuple(Operand(name, tuple(r for r, _ in regs), regs[0][1])
+                   for name, regs in groups.items())
+    output = None
+    if stores:
+        stores.sort()
+        output = Operand(_param_names(m.group("ret"))[0],
+                         tuple(r for _, r, _ in stores), stores[0][2])
+    operands = {r for op in (*inputs, output) if op for r in op.regs}
+    temps = tuple(f".reg .{reg_type[r]} {r}" for r in reg_type if r not in operands)
+    opcodes = {s.split(".")[0].split()[0] for s in body}
+    return Routine(
+        name=sym.removeprefix("numgemm_"), symbol=sym, path=str(path), doc=doc,
+        inputs=inputs, output=output, temps=temps,
+        body="".join(f"{s};\n" for s in body), pure=opcodes <= _PURE_OPCODES,
+    )
+
+
+def parse_ptx(path):
+    """The routines of one .ptx file, in file order."""
+    text = path.read_text()
+    notes = _comment(re.match(r"(?:^//[^\n]*\n)*", text, re.M).group(0))
+    return [_parse_func(m, path, notes) for m in _FUNC.finditer(text)]
+
+
+ROUTINES = {r.name: r for p in sorted(PTX_DIR.glob("*.ptx")) for r in parse_ptx(p)}
+
+
+def _describe(r, linkage):
+    args = ", ".join(op.name for op in r.inputs)
+    ret = f" -> {r.output.name}" if r.output else ""
+    return f"{r.name}({args}){ret}   [{linkage}: {r.symbol} in {r.path}]\n\n{r.doc}"
+
+
+def _inline(r):
+    sig = r.signature
+    text, constraints = r.inline_asm()
+
+    def codegen(context, builder, signature, args):
+        flat = []
+        for ty, val in zip(signature.args, args):
+            if isinstance(ty, types.BaseTuple):
+                flat.extend(builder.extract_value(val, i) for i in range(ty.count))
+            else:
+                flat.append(val)
+        if r.output is None:
+            ret_ty = ir.VoidType()
+        else:
+            elem = context.get_value_type(_NUMBA_TYPES[r.output.ptxtype])
+            n = len(r.output.regs)
+            ret_ty = elem if n == 1 else ir.LiteralStructType([elem] * n)
+        fnty = ir.FunctionType(ret_ty, [v.type for v in flat])
+        asm = ir.InlineAsm(fnty, text, constraints, side_effect=not r.pure)
+        res = builder.call(asm, flat)
+        if r.output is None:
+            return context.get_dummy_value()
+        if len(r.output.regs) == 1:
+            return res
+        items = [builder.extract_value(res, i) for i in range(len(r.output.regs))]
+        return context.make_tuple(builder, signature.return_type, items)
+
+    def check(args):
+        for got, want in zip(args, sig.args):
+            if isinstance(want, types.UniTuple) != isinstance(got, types.BaseTuple):
+                return None
+            if isinstance(want, types.UniTuple) and len(got) != want.count:
+                return None
+        return sig, codegen
+
+    # Numba reads the typer's parameter names; they are the routine's own.
+    params = "".join(f", {op.name}" for op in r.inputs)
+    scope = {"check": check}
+    exec(f"def {r.name}(typingctx{params}):\n    return check([{params[2:]}])\n", scope)
+    typer = scope[r.name]
+    typer.__doc__ = _describe(r, "inline")
+    typer.__module__ = __name__
+    return intrinsic(typer)
+
+
+def _link(r):
+    fn = cuda.declare_device(r.symbol, r.signature, link=[r.path], abi="c")
+    return fn
+
+
+def routines(linkage="inline"):
+    """All PTX routines in one linkage, as a namespace of Numba callables.
+
+    Call it once at module level and use its attributes inside kernels; the
+    same names exist in both linkages, with the same arguments and results.
+    """
+    if linkage not in LINKAGES:
+        raise ValueError(f"linkage must be one of {LINKAGES}, got {linkage!r}")
+    if linkage not in _namespaces:
+        make = _inline if linkage == "inline" else _link
+        _namespaces[linkage] = _namespace(
+            linkage, routines.__doc__,
+            linkage=linkage, **{name: make(r) for name, r in ROUTINES.items()})
+    return _namespaces[linkage]
+
+
+def _namespace(name, doc, **attrs):
+    # A module object, not a SimpleNamespace: Numba resolves attributes of
+    # modules inside kernels, so `ns.mma_...(...)` works in a kernel body.
+    ns = ModuleType(f"{__name__}.{name}", doc)
+    ns.__dict__.update(attrs)
+    return ns
+
+
+_namespaces = {}
+globals().update({k: v for k, v in vars(routines("inline")).items() if not k.startswith("__")})
+
+
+# --- addresses ---------------------------------------------------------------
+
+def _element_pointer(context, builder, arrty, arr, index):
+    data = context.make_array(arrty)(context, builder, arr).data
+    return builder.gep(data, [index])
+
+
+@intrinsic
+def shared_addr(typingctx, arr, index):
+    """shared_addr(arr, i) -> uint32: the .shared address of element i of a
+    shared array, counted in elements from its first (pointer arithmetic, so
+    it is the flat C-order index of a contiguous array). This is the operand
+    ldmatrix and cp.async take as destination; LLVM folds the conversion
+    from the generic pointer, so it costs no instruction."""
+    if not isinstance(arr, types.Array) or not isinstance(index, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ptr = _element_pointer(context, builder, sig.args[0], args[0], args[1])
+        shared = builder.addrspacecast(ptr, ir.PointerType(ptr.type.pointee, 3))
+        return builder.ptrtoint(shared, ir.IntType(32))
+
+    return types.uint32(arr, index), codegen
+
+
+@intrinsic
+def global_addr(typingctx, arr, index):
+    """global_addr(arr, i) -> uint64: the .global address of element i of a
+    device array (flat, in elements from its first), the source operand of
+    cp.async."""
+    if not isinstance(arr, types.Array) or not isinstance(index, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ptr = _element_pointer(context, builder, sig.args[0], args[0], args[1])
+        glob = builder.addrspacecast(ptr, ir.PointerType(ptr.type.pointee, 1))
+        return builder.ptrtoint(glob, ir.IntType(64))
+
+    return types.uint64(arr, index), codegen
+
+
+@intrinsic
+def pointer(typingctx, arr, index):
+    """pointer(arr, i) -> CPointer(dtype): pointer to element i of an array
+    (flat, in elements), for the WMMA functions' pointer arguments."""
+    if not isinstance(arr, types.Array) or not isinstance(index, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return _element_pointer(context, builder, sig.args[0], args[0], args[1])
+
+    return types.CPointer(arr.dtype)(arr, index), codegen
+
+
+# --- WMMA fragments (baselines/) ---------------------------------------------
+
+@dataclass(frozen=True)
+class WmmaOp:
+    """The four WMMA device functions of one precision in baselines/.
+
+    Fragments live in Numba per-thread arrays of the given lengths; LTO inlines
+    the functions, after which the arrays are registers.
+    """
+
+    precision: str
+    shape: tuple          # (m, n, k) of one WMMA operation
+    a_regs: int           # uint32 per thread holding the A fragment
+    b_regs: int
+    acc_regs: int         # accumulator elements per thread
+    b_layouts: tuple      # B layouts this precision supports: "nk", "kn"
+
+    @property
+    def path(self):
+        return str(BASELINES_DIR / f"wmma_{self.precision}.cu")
+
+
+WMMA = {
+    "f16": WmmaOp("f16", (16, 16, 16), 8, 8, 8, ("nk", "kn")),
+    "s8": WmmaOp("s8", (16, 16, 16), 2, 2, 8, ("nk", "kn")),
+    "s4": WmmaOp("s4", (8, 8, 32), 1, 1, 2, ("nk",)),
+}
+
+
+def wmma_functions(precision):
+    """Numba callables for one precision's WMMA functions in baselines/:
+
+    - load_a(frag uint32*, a*, lda): A fragment from a row-major tile
+    - load_b_nk(frag, b*, ldb) / load_b_kn(frag, b*, ldb): B fragment from an
+      N x K (col_major) or K x N (row_major) tile
+    - mma_nk(acc*, a_frag*, b_frag*) / mma_kn(...): acc += A * B, for a B
+      fragment loaded by load_b_nk / load_b_kn
+    - store(c*, ldc, acc*): accumulator to a row-major tile
+
+    The leading dimensions are in elements; pointers are made with pointer().
+    """
+    if precision not in _wmma_namespaces:
+        enable_wmma_headers()
+        op = WMMA[precision]
+        elem = {"f16": types.float16, "s8": types.int8, "s4": types.uint8}[precision]
+        acc = types.float32 if precision == "f16" else types.int32
+        u32p, ep, accp = types.CPointer(types.uint32), types.CPointer(elem), types.CPointer(acc)
+        sigs = {
+            "load_a": types.int32(u32p, ep, types.uint32),
+            "store": types.int32(accp, types.uint32, accp),
+        }
+        for layout in op.b_layouts:
+            sigs[f"load_b_{layout}"] = types.int32(u32p, ep, types.uint32)
+            sigs[f"mma_{layout}"] = types.int32(accp, u32p, u32p)
+        _wmma_namespaces[precision] = _namespace(f"wmma_{precision}", wmma_functions.__doc__, op=op, **{
+            name: cuda.declare_device(f"numgemm_wmma_{precision}_{name}", sig, link=[op.path])
+            for name, sig in sigs.items()})
+    return _wmma_namespaces[precision]
+
+
+_wmma_namespaces = {}

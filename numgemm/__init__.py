@@ -5,7 +5,10 @@ The warp-level routines come from ptx_asm/ (hand-written PTX) and baselines/
 (WMMA in CUDA C); numgemm.primitives turns them into Numba callables.
 """
 
-from . import primitives
+from . import primitives, registry
+from .api import gemm, plan_gemm, transposed
+from .config import KernelConfig
 from .quant import pack_int4, unpack_int4
 
-__all__ = ["pack_int4", "primitives", "unpack_int4"]
+__all__ = ["KernelConfig", "gemm", "pack_int4", "plan_gemm", "primitives", "registry",
+           "transposed", "unpack_int4"]

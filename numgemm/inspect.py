@@ -54,8 +54,15 @@ class Build:
         return Counter(ops)
 
     def count(self, prefix):
-        """How many instructions start with prefix ('IMMA.16832', 'CALL', 'LDL')."""
+        """How many instructions start with prefix ('IMMA.16832', 'LDL')."""
         return sum(op.startswith(prefix) for op in self.instructions)
+
+    @property
+    def calls(self):
+        """Calls of functions. ptxas also writes `CALL.REL.NOINC` to a local
+        label (.L_x_n) as a branch idiom; those are control flow, not calls."""
+        return sum(1 for line in self.sass.splitlines()
+                   if _INSTR.match(line) and " CALL" in line and "`(.L_" not in line)
 
     @property
     def has_local_memory(self):

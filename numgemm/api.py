@@ -1,0 +1,280 @@
+"""numgemm.gemm(): C = A @ B on the GPU with a registered or given kernel.
+
+Inputs are NumPy arrays (copied to the GPU, the result copied back) or any
+object with __cuda_array_interface__ (Numba device arrays, CuPy, PyTorch):
+those are used in place. B's layout is read from its strides: a row-major
+K x N array is "kn"; the transpose of a row-major N x K array ("B
+transposed", b = bt.T) is "nk", the layout of the INT8/INT4 kernels.
+
+INT4 operands are packed two per byte along K (numgemm.pack_int4): A as
+(M, ceil(K/2)) uint8, B as (ceil(K/2), N), i.e. the transpose of a packed
+(N, ceil(K/2)) array.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import cuda
+from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+from . import registry
+from .config import PRECISIONS, KernelConfig
+from .kernels import argtypes, compiled
+
+
+def gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, k=None, stream=0):
+    """C = A @ B.
+
+    a: (M, K) or (batch, M, K); b: (K, N) or (batch, K, N), or (K, N) shared by
+    every batch. precision: "fp16" (float16 in, float32 out), "int8" (int8 in,
+    int32 out) or "int4" (packed uint8 in, int32 out); inferred from a's dtype
+    except for int4. kernel: a registered name (numgemm.registry), a
+    KernelConfig, or None for the preset's default. out: optional output of
+    shape (batch, M, N) / (M, N). k: the true K of INT4 operands when it is odd.
+    Returns out (or a new device array; a NumPy array when a and b are NumPy).
+    """
+    plan = plan_gemm(a, b, precision=precision, kernel=kernel, preset=preset, out=out, k=k,
+                     stream=stream)
+    plan.launch()
+    return plan.result()
+
+
+@dataclass
+class GemmPlan:
+    """A validated GEMM with its kernel compiled and its arguments prepared:
+    launch() enqueues the kernel with none of numba-cuda's per-launch argument
+    handling (the bench times kernels this way)."""
+
+    cfg: KernelConfig
+    args: tuple
+    grid: tuple
+    out: object
+    host_out: bool
+    stream: object
+
+    def __post_init__(self):
+        from numba.cuda.cudadrv import driver
+
+        self.stream = driver._to_core_stream(self.stream)       # what cuda.core's launch takes
+        dispatcher = compiled(self.cfg)
+        kern = dispatcher.overloads[argtypes(self.cfg)]
+        self.cufunc = kern._codelibrary.get_cufunc()
+        _allow_dynamic_shared(self.cufunc, self.cfg.smem_bytes)
+        self._kernelargs = []
+        for ty, value in zip(kern.argument_types, self.args):
+            kern._prepare_args(ty, value, self.stream, [], self._kernelargs)
+        from cuda.core import LaunchConfig
+        self._config = LaunchConfig(grid=self.grid, block=(self.cfg.threads, 1, 1),
+                                    shmem_size=self.cfg.smem_bytes)
+
+    def launch(self):
+        from cuda.core import launch
+        launch(self.stream, self._config, self.cufunc.kernel, *self._kernelargs)
+
+    def result(self):
+        return self.out.copy_to_host() if self.host_out else self.out
+
+
+def plan_gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, k=None, stream=0):
+    """Validate the operands, pick and compile the kernel: a GemmPlan."""
+    host = isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
+    precision = _precision(a, precision)
+    prec = PRECISIONS[precision]
+    for x, name in ((a, "a"), (b, "b")):      # what can be checked before the GPU is needed
+        _check_dtype(x, name, prec)
+        if len(getattr(x, "shape", ())) not in (2, 3):
+            raise ValueError(f"a and b must be 2-D or batched 3-D; got {name} of shape {getattr(x, 'shape', None)}")
+    (batch, M, ka), (batch_b, kb, N) = ((1,) * (3 - len(x.shape)) + tuple(x.shape) for x in (a, b))
+    if ka != kb:
+        raise ValueError(f"inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}"
+                         + (" (INT4 operands are packed: a (M, K/2), b (K/2, N))" if precision == "int4" else ""))
+    if batch_b not in (1, batch):
+        raise ValueError(f"b's batch {batch_b} is neither 1 nor a's batch {batch}")
+    if batch > 65535:
+        raise ValueError(f"batch {batch} is more than the grid allows (65535)")
+    K = _true_k(prec, ka, k)
+    if not cuda.is_available():
+        raise RuntimeError("numgemm.gemm needs a CUDA GPU and driver; none is available")
+    a, b = _device(a, "a"), _device(b, "b")
+    a3 = a if a.ndim == 3 else _batched(a)
+    b3 = b if b.ndim == 3 else _batched(b)
+    layout = _layout(b3, "b")
+    _row_major(a3, "a")
+
+    cfg = _config(kernel, precision, layout, preset)
+    # The kernel reads rows as whole, aligned 16-byte copies.
+    A = _bytes(_aligned_rows(a3))
+    B = _bytes(_aligned_rows(b3 if layout == "kn" else transposed(b3)))
+    KB = A.shape[2]
+    out_dtype = np.float16 if cfg.acc == "f16" else prec.out_dtype
+    C, host_out, result = _output(out, a.ndim == 3 or b.ndim == 3, batch, M, N, out_dtype, host)
+    c_aligned = int(C.device_ctypes_pointer.value % 32 == 0
+                    and all(s % 32 == 0 for s in C.strides[:2]))
+    if cfg.acc == "f16":
+        C = _as_bits(C)
+    tiles = -(-M // cfg.bm) * -(-N // cfg.bn)
+    return GemmPlan(cfg, (A, B, C, M, N, K, KB, B.shape[2], c_aligned), (tiles, 1, batch),
+                    result, host_out, stream)
+
+
+# --- validation and views -------------------------------------------------------
+
+def _precision(a, precision):
+    if precision is None:
+        dtype = str(getattr(a, "dtype", "none")).removeprefix("torch.")
+        inferred = {"float16": "fp16", "int8": "int8"}.get(dtype)
+        if inferred is None:
+            raise TypeError(f"cannot infer the precision from dtype {dtype}: pass precision="
+                            "'fp16' (float16), 'int8' (int8) or 'int4' (uint8, packed)")
+        return inferred
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {tuple(PRECISIONS)}, got {precision!r}")
+    return precision
+
+
+def _check_dtype(x, name, prec):
+    if not isinstance(x, np.ndarray) and not hasattr(x, "__cuda_array_interface__"):
+        raise TypeError(f"{name} must be a NumPy array or have __cuda_array_interface__; got {type(x).__name__}")
+    dtype = str(getattr(x, "dtype", "")).removeprefix("torch.")
+    if dtype != np.dtype(prec.host_dtype).name:
+        what = "packed uint8 (numgemm.pack_int4)" if prec.name == "int4" else np.dtype(prec.host_dtype).name
+        raise TypeError(f"{prec.name} takes {name} as {what}; got dtype {dtype}")
+
+
+def _device(x, name):
+    if isinstance(x, np.ndarray):
+        # A transposed (Fortran-order) array keeps its layout on the device.
+        if x.flags.c_contiguous:
+            return cuda.to_device(x)
+        if np.swapaxes(x, -1, -2).flags.c_contiguous:
+            return transposed(cuda.to_device(np.swapaxes(x, -1, -2)))
+        return cuda.to_device(np.ascontiguousarray(x))
+    return x if isinstance(x, DeviceNDArray) else cuda.as_cuda_array(x)
+
+
+def _view(x, shape, strides, dtype=None):
+    dtype = np.dtype(dtype or x.dtype)
+    return DeviceNDArray(shape, strides, dtype, gpu_data=x.gpu_data)
+
+
+def _batched(x):
+    return _view(x, (1, *x.shape), (0, *x.strides))
+
+
+def transposed(x):
+    """x with its last two axes exchanged, as a view (no copy) of a Numba device
+    array: B as gemm's "nk" layout is transposed(bt) for a row-major N x K bt."""
+    if not isinstance(x, DeviceNDArray):
+        x = cuda.as_cuda_array(x)
+    shape, strides = list(x.shape), list(x.strides)
+    shape[-2:], strides[-2:] = shape[:-3:-1], strides[:-3:-1]
+    return _view(x, tuple(shape), tuple(strides))
+
+
+
+def _layout(b, name):
+    item = b.dtype.itemsize
+    if b.strides[2] == item and b.shape[1] >= 1:
+        return "kn"
+    if b.strides[1] == item:
+        return "nk"
+    raise ValueError(f"{name} must be row-major (K x N) or the transpose of a row-major N x K "
+                     f"array; got strides {b.strides}")
+
+
+def _row_major(a, name):
+    if a.strides[2] != a.dtype.itemsize:
+        raise ValueError(f"{name} must be row-major (its last axis contiguous); got strides {a.strides}")
+
+
+def _true_k(prec, width, k):
+    if prec.name != "int4":
+        if k is not None and k != width:
+            raise ValueError(f"k={k} differs from the operands' K={width}")
+        return width
+    if k is None:
+        return 2 * width
+    if not 2 * width - 1 <= k <= 2 * width:
+        raise ValueError(f"k={k} does not fit {width} packed bytes")
+    return k
+
+
+def _bytes(x):
+    """A (batch, rows, bytes) uint8 view of x."""
+    item = x.dtype.itemsize
+    return _view(x, (x.shape[0], x.shape[1], x.shape[2] * item),
+                 (x.strides[0], x.strides[1], 1), np.uint8)
+
+
+def _aligned_rows(x):
+    """x itself when its rows are whole 16-byte copies at 16-byte addresses;
+    otherwise a copy with each row zero-padded to a multiple of 16 bytes."""
+    item = x.dtype.itemsize
+    row = x.shape[2] * item
+    ptr = x.device_ctypes_pointer.value or 0
+    pitches = [s for s, n in zip(x.strides[:2], x.shape[:2]) if n > 1]   # strides that are used
+    if row % 16 == 0 and ptr % 16 == 0 and all(s % 16 == 0 for s in pitches):
+        return x
+    width = -(-row // 16) * 16 // item
+    padded = cuda.device_array((x.shape[0], x.shape[1], width), x.dtype)
+    _pad_rows[(x.shape[0] * x.shape[1] + 127) // 128, 128](x, padded)
+    return padded
+
+
+@cuda.jit
+def _pad_rows(src, dst):
+    i = cuda.grid(1)
+    if i < dst.shape[0] * dst.shape[1]:
+        z, r = i // dst.shape[1], i % dst.shape[1]
+        for c in range(dst.shape[2]):
+            dst[z, r, c] = src[z, r, c] if c < src.shape[2] else 0
+
+
+def _as_bits(c):
+    return _view(c, c.shape, c.strides, np.uint16)
+
+
+def _output(out, batched, batch, M, N, dtype, host):
+    shape = (batch, M, N) if batched else (M, N)
+    if out is None:
+        dev = cuda.device_array(shape, dtype)
+        return (dev if batched else dev.reshape(1, M, N)), host, dev
+    if isinstance(out, np.ndarray):
+        raise TypeError("out must be a device array (__cuda_array_interface__); "
+                        "for NumPy inputs leave it out and a NumPy result is returned")
+    dev = out if isinstance(out, DeviceNDArray) else cuda.as_cuda_array(out)
+    if tuple(dev.shape) != shape:
+        raise ValueError(f"out has shape {tuple(dev.shape)}; expected {shape}")
+    if np.dtype(dev.dtype) != np.dtype(dtype):
+        raise TypeError(f"out has dtype {dev.dtype}; expected {np.dtype(dtype).name}")
+    if dev.strides[-1] != dev.dtype.itemsize:
+        raise ValueError(f"out must be row-major (its last axis contiguous); got strides {dev.strides}")
+    return (dev if batched else _batched(dev)), False, out
+
+
+def _config(kernel, precision, layout, preset):
+    if kernel is None:
+        return registry.default(precision, layout, preset)
+    cfg = registry.get(kernel, preset) if isinstance(kernel, str) else kernel
+    if not isinstance(cfg, KernelConfig):
+        raise TypeError(f"kernel must be a registered name or a KernelConfig, got {type(kernel).__name__}")
+    if cfg.precision != precision:
+        raise ValueError(f"kernel {cfg.name} is {cfg.precision}; the operands are {precision}")
+    if cfg.b_layout != layout:
+        hint = ("b = bt.T for an N x K array bt" if cfg.b_layout == "nk"
+                else "b as a row-major K x N array")
+        raise ValueError(f"kernel {cfg.name} takes B as {cfg.b_layout.upper()} ({hint}); "
+                         f"this b is {layout.upper()}")
+    return cfg
+
+
+def _allow_dynamic_shared(cufunc, nbytes):
+    """Kernels may use more than 48 KB of dynamic shared memory only after
+    opting in; numba-cuda has no API for it, the driver has."""
+    if nbytes <= 48 * 1024:
+        return
+    from numba.cuda.cudadrv.driver import binding, driver
+
+    attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    driver.cuKernelSetAttribute(attr, nbytes, cufunc.handle, cufunc.device.id)
+

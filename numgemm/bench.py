@@ -1,0 +1,430 @@
+"""The benchmark: check every kernel against the reference, then time it.
+
+    python bench.py --all
+    python bench.py --precision int8 --sizes 4096 8192 --preset tuned
+
+For each precision and size: every selected kernel is checked once against
+the exact reference (an irregular, batched shape, every entry), then timed
+at each size (CUDA events, warm-up, median; inputs rotated when they fit in
+L2), its output sampled against the reference again. A kernel that fails
+shows FAIL and is not timed. One table: time, T(FL)OPS, share of this GPU's
+mma.sync ceiling (measured here by a register-only microbenchmark), speedup
+over the same-precision WMMA baseline, over fp16_wmma, and over the library
+peer (cuBLAS fp16, cuBLASLt int8) timed in the same run; the kernel's
+compile time and the host time of one gemm() call.
+"""
+
+import argparse
+import json
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+PRECISION_ORDER = ("fp16", "int8", "int4")
+SIZES = (512, 1024, 2048, 4096, 8192)
+CHECK_SHAPE = (2, 520, 1000, 776)          # batch, M, N, K: not multiples of any tile
+
+
+@dataclass
+class Row:
+    precision: str
+    n: int
+    preset: str
+    kernel: str
+    config: str
+    status: str = "ok"
+    ms: float = math.nan
+    tops: float = math.nan
+    ceiling_pct: float = math.nan
+    vs_wmma: float = math.nan
+    vs_fp16_wmma: float = math.nan
+    vs_library: float = math.nan
+    compile_s: float = math.nan
+    host_us: float = math.nan
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+# --- the mma.sync ceiling ----------------------------------------------------------
+
+CEILING_OPS = {"fp16": ("mma_m16n8k16_f16_f32", 16), "int8": ("mma_m16n8k32_s8_s32", 32),
+               "int4": ("mma_m16n8k64_s4_s32", 64)}
+
+
+def measure_ceilings():
+    """T(FL)OPS of register-only mma.sync loops (8 independent chains a warp),
+    per instruction: the ceiling of each precision's mma.sync."""
+    from numba import cuda
+
+    from . import primitives as P
+    from .kernels import _getter, _setter
+
+    dev = cuda.get_current_device()
+    blocks = dev.MULTIPROCESSOR_COUNT * 4
+    out = {}
+    for name, k in CEILING_OPS.values():
+        r = P.ROUTINES[name]
+        na, nb, nc = (len(op.regs) for op in r.inputs)
+        acc_t = {"f32": np.float32, "s32": np.int32}[r.output.ptxtype]
+        get_a, get_b, get_c, put_c = _getter(na), _getter(nb), _getter(nc), _setter(nc)
+        mma = getattr(P, name)
+
+        @cuda.jit
+        def kernel(res, iters):
+            tid = cuda.threadIdx.x
+            fa = cuda.local.array(4, np.uint32)
+            fb = cuda.local.array(2, np.uint32)
+            for i in range(4):
+                fa[i] = np.uint32(tid * 2654435761 + i)
+            for i in range(2):
+                fb[i] = np.uint32(tid * 40503 + i)
+            acc = cuda.local.array(32, acc_t)
+            for i in range(32):
+                acc[i] = 0
+            for _ in range(iters):
+                for c in range(8):
+                    put_c(acc, c * 4, mma(get_a(fa, 0), get_b(fb, 0), get_c(acc, c * 4)))
+            s = acc[0]
+            for i in range(1, 32):
+                s += acc[i]
+            res[cuda.grid(1)] = s
+
+        res = cuda.device_array(blocks * 256, acc_t)
+        kernel[blocks, 256](res, 16)                       # compile, warm up
+        iters = 256
+        while True:
+            start, end = cuda.event(), cuda.event()
+            start.record()
+            kernel[blocks, 256](res, iters)
+            end.record()
+            end.synchronize()
+            ms = cuda.event_elapsed_time(start, end)
+            if ms > 20 or iters > 1 << 20:
+                break
+            iters *= 4
+        out[name] = 2 * 16 * 8 * k * 8 * iters * blocks * 8 / (ms * 1e-3) / 1e12
+    return out
+
+
+def linkage_cost(chains=4, iters=4096):
+    """What a call boundary costs: one warp loop of mma.sync (m16n8k16, f32
+    accumulate, `chains` independent accumulators) with the routine inline
+    and linked as an external .func. {linkage: (ms, local bytes/thread, registers)}."""
+    from numba import cuda
+
+    from . import primitives as P
+
+    blocks = cuda.get_current_device().MULTIPROCESSOR_COUNT * 4
+    result = {}
+    for linkage in P.LINKAGES:
+        mma = P.routines(linkage).mma_m16n8k16_f16_f32
+
+        @cuda.jit
+        def kernel(res, n):
+            t = np.uint32(cuda.threadIdx.x)
+            a = (t, t + np.uint32(1), t + np.uint32(2), t + np.uint32(3))
+            b = (t * np.uint32(3), t * np.uint32(5))
+            acc = cuda.local.array((chains, 4), np.float32)
+            for c in range(chains):
+                for r in range(4):
+                    acc[c, r] = 0
+            for _ in range(n):
+                for c in range(chains):
+                    d = mma(a, b, (acc[c, 0], acc[c, 1], acc[c, 2], acc[c, 3]))
+                    acc[c, 0], acc[c, 1], acc[c, 2], acc[c, 3] = d
+            s = np.float32(0)
+            for c in range(chains):
+                s += acc[c, 0] + acc[c, 3]
+            res[cuda.grid(1)] = s
+
+        res = cuda.device_array(blocks * 128, np.float32)
+        kernel[blocks, 128](res, 4)
+        start, end = cuda.event(), cuda.event()
+        start.record()
+        kernel[blocks, 128](res, iters)
+        end.record()
+        end.synchronize()
+        result[linkage] = (cuda.event_elapsed_time(start, end),
+                           kernel.get_local_mem_per_thread(), kernel.get_regs_per_thread())
+    return result
+
+
+def ceiling_for(cfg_or_precision, ceilings):
+    """The ceiling of the mma.sync a kernel issues: an INT4 kernel that widens
+    to s8 (unpack) is measured against s8, the instruction it runs on."""
+    cfg = cfg_or_precision
+    precision = getattr(cfg, "precision", cfg)
+    if precision == "int4" and getattr(cfg, "unpack", "none") != "none":
+        precision = "int8"
+    return ceilings[CEILING_OPS[precision][0]]
+
+
+# --- data --------------------------------------------------------------------------
+
+def make_inputs(precision, batch, M, N, K, rng):
+    """Host operands: a (batch, M, K), b for the kernel's layout (fp16: K x N
+    row-major; int8/int4: bt, N x K row-major, passed transposed), INT4 packed."""
+    from .quant import pack_int4
+
+    if precision == "fp16":
+        a = rng.standard_normal((batch, M, K), dtype=np.float32).astype(np.float16)
+        return a, rng.standard_normal((batch, K, N), dtype=np.float32).astype(np.float16)
+    lo = -128 if precision == "int8" else -8
+    a = rng.integers(lo, -lo, (batch, M, K), dtype=np.int8)
+    bt = rng.integers(lo, -lo, (batch, N, K), dtype=np.int8)
+    if precision == "int4":
+        a, bt = pack_int4(a), pack_int4(bt)
+    return a, bt
+
+
+def to_device(precision, a, b):
+    from numba import cuda
+
+    from .api import transposed
+
+    da, db = cuda.to_device(a), cuda.to_device(b)
+    return da, (db if precision == "fp16" else transposed(db))
+
+
+def reference(precision, a, b, K):
+    from .quant import reference as ref
+
+    return ref(a, b, precision, "kn" if precision == "fp16" else "nk", k=K)
+
+
+def check_full(out, ref, precision):
+    if precision == "fp16":
+        return bool(np.all(np.isfinite(out)) and np.linalg.norm(out - ref) <= 1e-3 * np.linalg.norm(ref))
+    return bool(np.array_equal(out.astype(np.int64), ref))
+
+
+def check_sample(out_dev, a, b, precision, K, rng, count=256):
+    """count random entries of a large output against exact dot products."""
+    from .quant import unpack_int4
+
+    out = out_dev.copy_to_host()
+    z = rng.integers(0, out.shape[0], count)
+    i = rng.integers(0, out.shape[1], count)
+    j = rng.integers(0, out.shape[2], count)
+    ra = a[z, i, :]
+    rb = b[z, :, j] if precision == "fp16" else b[z, j, :]
+    if precision == "int4":
+        ra, rb = unpack_int4(ra, K), unpack_int4(rb, K)
+    wide = np.float64 if precision == "fp16" else np.int64
+    ref = np.einsum("sk,sk->s", ra.astype(wide), rb.astype(wide))
+    got = out[z, i, j]
+    if precision == "fp16":
+        return bool(np.all(np.isfinite(got)) and np.linalg.norm(got - ref) <= 1e-3 * np.linalg.norm(ref))
+    return bool(np.array_equal(got.astype(np.int64), ref))
+
+
+def poisoned_output(precision, batch, M, N):
+    from numba import cuda
+
+    if precision == "fp16":
+        return cuda.to_device(np.full((batch, M, N), np.nan, np.float32))
+    return cuda.to_device(np.full((batch, M, N), -(2**31), np.int32))
+
+
+# --- the run -------------------------------------------------------------------------
+
+def select(args):
+    from . import registry
+
+    presets = registry.PRESETS if args.preset == "all" else (args.preset,)
+    chosen = []
+    for preset in presets:
+        for name in registry.names(preset):
+            cfg = registry.get(name, preset)
+            if cfg.precision not in args.precision:
+                continue
+            if args.kernels and name not in args.kernels and cfg.name not in args.kernels:
+                continue
+            if args.linkage and cfg.op == "mma":
+                cfg = cfg.replace(linkage=args.linkage)
+            chosen.append((preset, name, cfg))
+    return chosen
+
+
+def run(args):
+    from numba import cuda
+
+    from . import registry
+    from .api import plan_gemm
+    from .kernels import compiled
+    from .peers import peer_runs
+    from .timing import time_gpu, time_host
+
+    dev = cuda.get_current_device()
+    name = dev.name.decode() if isinstance(dev.name, bytes) else dev.name
+    log(f"numgemm bench on {name} (sm_{dev.compute_capability[0]}{dev.compute_capability[1]}), "
+        f"batch {args.batch}, sizes {args.sizes}")
+    log("measuring the mma.sync ceilings ...")
+    ceilings = measure_ceilings()
+    for op, value in ceilings.items():
+        log(f"  {op}: {value:.0f} T(FL)OPS")
+    rng = np.random.default_rng(args.seed)
+    rows, times = [], {}
+    l2 = getattr(dev, "L2_CACHE_SIZE", 50 * 2**20)
+
+    for precision in PRECISION_ORDER:
+        if precision not in args.precision:
+            continue
+        chosen = [c for c in select(args) if c[2].precision == precision]
+        if not chosen:
+            continue
+        # Compile and check every kernel once, on an irregular batched shape.
+        batch, M, N, K = CHECK_SHAPE
+        a, b = make_inputs(precision, batch, M, N, K, rng)
+        ref = reference(precision, a, b, K)
+        da, db = to_device(precision, a, b)
+        status, compile_s, host_us = {}, {}, {}
+        for preset, kname, cfg in chosen:
+            key = (preset, kname)
+            log(f"[{precision}] compile + check {preset}/{kname} ({cfg.name})")
+            t0 = time.perf_counter()
+            compiled(cfg)
+            out = poisoned_output(precision, batch, M, N)
+            plan = plan_gemm(da, db, precision=precision, kernel=cfg, out=out, k=K)
+            compile_s[key] = time.perf_counter() - t0
+            try:
+                plan.launch()
+                cuda.synchronize()
+                ok = check_full(out.copy_to_host(), ref, precision)
+            except Exception as e:  # noqa: BLE001 - a failing kernel is reported, not fatal
+                log(f"  {kname}: {type(e).__name__}: {e}")
+                ok = False
+            status[key] = "ok" if ok else "FAIL"
+            host_us[key] = time_host(lambda: plan_gemm(da, db, precision=precision, kernel=cfg,
+                                                       out=out, k=K).launch())
+            if not ok:
+                log(f"  {kname}: FAIL against the reference")
+
+        for n in args.sizes:
+            batch, M, N, K = args.batch, n, n, n
+            work = 2.0 * batch * M * N * K
+            a, b = make_inputs(precision, batch, M, N, K, rng)
+            ws = a.nbytes + b.nbytes + batch * M * N * 4
+            sets = min(8, max(1, math.ceil(3 * l2 / ws)))      # rotate when L2 would hold it
+            dev_sets = [to_device(precision, a, b)] + [
+                to_device(precision, *make_inputs(precision, batch, M, N, K, rng)) for _ in range(sets - 1)]
+            for preset, kname, cfg in chosen:
+                key = (preset, kname)
+                row = Row(precision, n, preset, kname, cfg.name, status[key],
+                          compile_s=compile_s[key], host_us=host_us[key])
+                rows.append(row)
+                if row.status != "ok":
+                    continue
+                log(f"[{precision} N={n}] time {preset}/{kname}")
+                outs = [poisoned_output(precision, batch, M, N) for _ in dev_sets]
+                plans = [plan_gemm(x, y, precision=precision, kernel=cfg, out=o, k=K)
+                         for (x, y), o in zip(dev_sets, outs)]
+                ms, _ = time_gpu(lambda i: plans[i % sets].launch(), repeats=args.repeats)
+                if not check_sample(outs[0], a, b, precision, K, rng):
+                    row.status = "FAIL"
+                    log(f"  {kname}: FAIL at N={n} (sampled check)")
+                    continue
+                row.ms, row.tops = ms, work / (ms * 1e-3) / 1e12
+                row.ceiling_pct = 100 * row.tops / ceiling_for(cfg, ceilings)
+                times[preset, kname, n] = ms
+            del dev_sets
+            for pname, prun, pcheck in ([] if args.no_peers else peer_runs(precision, M, N, K, batch, rng)):
+                log(f"[{precision} N={n}] time {pname}")
+                ms, _ = time_gpu(prun, repeats=args.repeats)
+                row = Row(precision, n, "library", pname, pname, "ok" if pcheck() else "FAIL")
+                if row.status == "ok":
+                    row.ms, row.tops = ms, work / (ms * 1e-3) / 1e12
+                    row.ceiling_pct = 100 * row.tops / ceiling_for("int8" if precision == "int4" else precision, ceilings)
+                    times["library", precision, n] = ms
+                rows.append(row)
+
+    for row in rows:   # ratios: other kernel's time over this one's, from this run
+        if row.status != "ok" or math.isnan(row.ms):
+            continue
+        base = times.get((row.preset, registry.BASELINE[row.precision], row.n))
+        fp16 = times.get((row.preset, "fp16_wmma", row.n))
+        lib = times.get(("library", "int8" if row.precision == "int4" else row.precision, row.n))
+        if row.preset != "library":
+            row.vs_wmma = base / row.ms if base else math.nan
+            row.vs_fp16_wmma = fp16 / row.ms if fp16 else math.nan
+        row.vs_library = lib / row.ms if lib else math.nan
+    return name, ceilings, rows
+
+
+HEADERS = ["precision", "N", "preset", "kernel", "status", "time ms", "T(FL)OPS", "% mma ceil",
+           "x WMMA", "x fp16_wmma", "x library", "compile s", "host us"]
+
+
+def table(rows):
+    from tabulate import tabulate
+
+    def f(x, fmt):
+        return "" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
+
+    body = [[r.precision, r.n, r.preset, r.kernel, r.status, f(r.ms, ".3f"), f(r.tops, ".1f"),
+             f(r.ceiling_pct, ".1f"), f(r.vs_wmma, ".2f"), f(r.vs_fp16_wmma, ".2f"),
+             f(r.vs_library, ".2f"), f(r.compile_s, ".1f"), f(r.host_us, ".0f")] for r in rows]
+    # Numbers stay as formatted here (tabulate would re-parse "1.50" as 1.5).
+    align = ["left"] * 5 + ["right"] * (len(HEADERS) - 5)
+    return tabulate(body, headers=HEADERS, tablefmt="github", disable_numparse=True, colalign=align)
+
+
+def parse(argv):
+    ap = argparse.ArgumentParser(prog="python bench.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--all", action="store_true", help="every precision, size and preset")
+    ap.add_argument("--precision", nargs="+", choices=PRECISION_ORDER, default=list(PRECISION_ORDER))
+    ap.add_argument("--kernels", nargs="+", help="registered names or config names")
+    ap.add_argument("--sizes", nargs="+", type=int, default=list(SIZES))
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--preset", choices=("paper", "tuned", "all"), default="all")
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=None, help="default: fresh random data")
+    ap.add_argument("--no-peers", action="store_true", help="skip the library GEMMs")
+    ap.add_argument("--linkage", choices=("inline", "link"),
+                    help="time the mma kernels with the PTX routines in this linkage")
+    ap.add_argument("--linkage-cost", action="store_true",
+                    help="only measure what the link linkage costs in an mma loop")
+    ap.add_argument("--csv", help="also write the rows as CSV")
+    ap.add_argument("--json", help="also write the rows (and the ceilings) as JSON")
+    return ap.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse(argv)
+    from numba import cuda
+
+    if not cuda.is_available():
+        print("numgemm bench needs an NVIDIA GPU with its driver; none is available on this machine.")
+        return 1
+    if args.linkage_cost:
+        from tabulate import tabulate
+
+        cost = linkage_cost()
+        print(f"mma.sync m16n8k16 loop, {time.strftime('%Y-%m-%d')}:")
+        print(tabulate([[k, f"{ms:.3f}", f"{ms / cost['inline'][0]:.1f}x", local, regs]
+                        for k, (ms, local, regs) in cost.items()],
+                       headers=["linkage", "ms", "vs inline", "local B/thread", "registers"],
+                       tablefmt="github", disable_numparse=True))
+        return 0
+    device, ceilings, rows = run(args)
+    print(f"numgemm bench: {device}, batch {args.batch}, {time.strftime('%Y-%m-%d')}")
+    print("mma.sync ceilings (T(FL)OPS): " + ", ".join(f"{k} {v:.0f}" for k, v in ceilings.items()))
+    print(table(rows))
+    if args.csv:
+        import csv
+
+        with open(args.csv, "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(asdict(rows[0])))
+            w.writeheader()
+            w.writerows(asdict(r) for r in rows)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"device": device, "date": time.strftime("%Y-%m-%d"), "batch": args.batch,
+                       "ceilings": ceilings, "rows": [asdict(r) for r in rows]}, fh, indent=1)
+    return 0 if all(r.status == "ok" for r in rows) else 2

@@ -1,0 +1,256 @@
+"""A kernel variant is data: one frozen dataclass names it completely.
+
+A variant is a config with one field changed (``cfg.replace(cache="cg")``);
+its name derives from its fields, the way CUTLASS names kernels from tile
+shapes and stages. The study's kernel names are aliases in numgemm.registry.
+"""
+
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Precision:
+    name: str
+    bits: int                 # bits per input element
+    acc: str                  # default accumulator: f32 | s32
+    mma_ks: tuple             # k of the m16n8k mma shapes, largest first
+    wmma: tuple               # (m, n, k) of the WMMA operation
+    wmma_name: str            # baselines/wmma_<name>.cu
+    host_dtype: object        # dtype of the arrays gemm() takes (int4: packed uint8)
+    out_dtype: object
+
+    def kbytes(self, k):
+        """Bytes that k elements take in a row (INT4: two per byte)."""
+        return k * self.bits // 8
+
+
+PRECISIONS = {
+    "fp16": Precision("fp16", 16, "f32", (16, 8), (16, 16, 16), "f16", np.float16, np.float32),
+    "int8": Precision("int8", 8, "s32", (32, 16), (16, 16, 16), "s8", np.int8, np.int32),
+    "int4": Precision("int4", 4, "s32", (64, 32), (8, 8, 32), "s4", np.uint8, np.int32),
+}
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """Everything that makes one GEMM kernel; see numgemm.kernels for how each
+    field is used.
+
+    op: "mma" calls ptx_asm/ (ldmatrix + mma.sync); "wmma" calls baselines/.
+    Both share the skeleton: the same block tiling, warp tiling, pipeline and
+    loaders, with only the warp-level routine swapped.
+    """
+
+    precision: str
+    op: str = "mma"            # mma | wmma
+    mma_k: int = 0             # k of m16n8k<k> (mma); 0: the precision's largest
+    bm: int = 128              # block tile, in output rows
+    bn: int = 128              # block tile, in output columns
+    bk: int = 64               # block tile, in K elements
+    warps_m: int = 2           # warp grid; warp tile = (bm / warps_m, bn / warps_n)
+    warps_n: int = 2
+    stages: int = 3            # cp.async pipeline depth, 2..5
+    a_ldmatrix: int = 4        # ldmatrix width (x1/x2/x4) for A fragments (mma)
+    b_ldmatrix: int = 4        # ldmatrix width for B fragments (mma)
+    cache: str = "cg"          # cp.async cache operator: ca (L1 + L2) | cg (L2 only)
+    evict: str = "none"        # L2 policy on the copies: none | evict_first | evict_last
+    b_layout: str = "nk"       # nk: B is N x K ("B transposed"); kn: B is K x N
+    acc: str = ""              # f32 | f16 | s32; "": the precision's default
+    smem_pad: int = 16         # bytes added to each shared-memory row (bank conflicts)
+    private_tiles: bool = False  # each warp stages its own A/B tiles (the study's kernels)
+    raster: int = 1            # blocks walk output tiles in groups of this many rows (L2 reuse)
+    linkage: str = "inline"    # inline | link: how the PTX routines reach the kernel
+    unpack: str = "none"       # int4: none (s4 mma) | register (widen to s8 in registers)
+    min_blocks: int = 1        # launch bounds: blocks per SM the compiler must allow
+
+    def __post_init__(self):
+        if not self.acc:
+            object.__setattr__(self, "acc", self.prec.acc)
+        if self.op == "mma" and not self.mma_k:
+            object.__setattr__(self, "mma_k", self.prec.mma_ks[0])
+        if self.op == "wmma":
+            object.__setattr__(self, "mma_k", self.prec.wmma[2])
+        self.validate()
+
+    # -- derived ------------------------------------------------------------
+    @property
+    def prec(self):
+        return PRECISIONS[self.precision]
+
+    @property
+    def threads(self):
+        return 32 * self.warps_m * self.warps_n
+
+    @property
+    def warp_tile(self):
+        return self.bm // self.warps_m, self.bn // self.warps_n
+
+    @property
+    def op_shape(self):
+        """(m, n, k) of one warp-level operation."""
+        if self.op == "wmma":
+            return self.prec.wmma
+        if self.unpack == "register":
+            return 16, 8, 64            # one s4 k64 step, issued as two s8 k32 mmas
+        return 16, 8, self.mma_k
+
+    @property
+    def kstep_bytes(self):
+        """Bytes of K one warp-level operation consumes per row."""
+        return self.prec.kbytes(self.op_shape[2])
+
+    @property
+    def bk_bytes(self):
+        return self.prec.kbytes(self.bk)
+
+    @property
+    def rows_a(self):
+        """Rows of A in one stage's shared tile (per warp with private tiles)."""
+        return self.warp_tile[0] if self.private_tiles else self.bm
+
+    @property
+    def rows_b(self):
+        return self.warp_tile[1] if self.private_tiles else self.bn
+
+    @property
+    def pitch_a(self):
+        return self.bk_bytes + self.smem_pad
+
+    @property
+    def pitch_b(self):
+        """Row pitch of the B tile: K bytes (nk) or N bytes (kn) per row."""
+        return self.b_tile_shape[1] + self.smem_pad
+
+    @property
+    def tile_bytes_a(self):
+        return self.rows_a * self.pitch_a
+
+    @property
+    def tile_bytes_b(self):
+        return self.b_tile_shape[0] * self.pitch_b
+
+    @property
+    def b_tile_shape(self):
+        """(rows, bytes per row) of B's shared tile before padding."""
+        if self.b_layout == "kn":
+            return self.bk, self.prec.kbytes(self.rows_b)
+        return self.rows_b, self.bk_bytes
+
+    @property
+    def copiers(self):
+        """Threads that copy one shared tile: the block, or a warp (private tiles)."""
+        return 32 if self.private_tiles else self.threads
+
+    @property
+    def stage_bytes(self):
+        tiles = self.warps_m * self.warps_n if self.private_tiles else 1
+        return tiles * (self.tile_bytes_a + self.tile_bytes_b)
+
+    @property
+    def c_tile_pitch(self):
+        """Row pitch, in 4-byte elements, of the C tile a WMMA epilogue stages in
+        shared memory (16 bytes of padding keep WMMA's 32-byte alignment)."""
+        return self.bn + 4
+
+    @property
+    def smem_bytes(self):
+        """The pipeline's stages; a WMMA block tile that overhangs C is staged in
+        the same memory after the main loop."""
+        pipeline = self.stages * self.stage_bytes
+        if self.op == "wmma":
+            return max(pipeline, self.bm * self.c_tile_pitch * 4)
+        return pipeline
+
+    @property
+    def name(self):
+        """Derived from the fields: shape, then every field that is not the default."""
+        op = f"mma{self.mma_k}" if self.op == "mma" else "wmma"
+        s = (f"{self.precision}_{op}_{self.bm}x{self.bn}x{self.bk}"
+             f"_w{self.warps_m}x{self.warps_n}_s{self.stages}")
+        default = KernelConfig.__dataclass_fields__
+        for f in ("a_ldmatrix", "b_ldmatrix", "cache", "evict", "b_layout", "acc",
+                  "smem_pad", "private_tiles", "raster", "linkage", "unpack", "min_blocks"):
+            value = getattr(self, f)
+            if f == "acc" and value == self.prec.acc:
+                continue
+            if value != default[f].default:
+                s += "_" + _SHORT[f](value)
+        return s
+
+    def replace(self, **changes):
+        """A variant: this config with the given fields changed."""
+        return replace(self, **changes)
+
+    def describe(self):
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    # -- checks -------------------------------------------------------------
+    def validate(self):
+        err = []
+        p = self.prec
+        wm, wn = self.warp_tile
+        om, on, ok = self.op_shape
+        if self.op not in ("mma", "wmma"):
+            err.append(f"op {self.op!r} is not mma or wmma")
+        if self.op == "mma" and self.mma_k not in p.mma_ks:
+            err.append(f"{self.precision} mma has k in {p.mma_ks}, not {self.mma_k}")
+        if self.bm % self.warps_m or self.bn % self.warps_n or wm % om or wn % on:
+            err.append(f"warp tile {wm}x{wn} is not a multiple of the {om}x{on} operation")
+        if self.op == "wmma" and self.op_shape[1] == 16 and wn % 16:
+            err.append("WMMA 16x16 needs warp tiles in multiples of 16")
+        if self.bk % ok:
+            err.append(f"bk={self.bk} is not a multiple of the operation's k={ok}")
+        if self.bk_bytes % 16:
+            err.append(f"bk={self.bk} is {self.bk_bytes} bytes, not whole 16-byte copies")
+        if not 2 <= self.stages <= 5:
+            err.append("stages must be 2..5 (cp.async.wait_group 0..3)")
+        if self.smem_pad % 16:
+            err.append("smem_pad must be a multiple of 16 bytes (ldmatrix rows are 16-byte aligned)")
+        for name, width in (("a_ldmatrix", self.a_ldmatrix), ("b_ldmatrix", self.b_ldmatrix)):
+            if width not in (1, 2, 4):
+                err.append(f"{name} must be 1, 2 or 4")
+        if self.cache not in ("ca", "cg"):
+            err.append("cache must be ca or cg")
+        if self.evict not in ("none", "evict_first", "evict_last"):
+            err.append("evict must be none, evict_first or evict_last")
+        if self.b_layout not in ("nk", "kn"):
+            err.append("b_layout must be nk or kn")
+        if self.b_layout == "kn" and self.precision != "fp16":
+            err.append("K x N B is implemented for fp16 (ldmatrix.trans moves 16-bit units)")
+        if self.b_layout == "kn" and self.op == "wmma" and self.precision == "int4":
+            err.append("sub-byte WMMA takes B col-major (N x K) only")
+        if self.acc not in {"fp16": ("f32", "f16"), "int8": ("s32",), "int4": ("s32",)}[self.precision]:
+            err.append(f"{self.precision} cannot accumulate in {self.acc}")
+        if self.acc == "f16" and (self.op != "mma" or self.mma_k != 16):
+            err.append("f16 accumulation is the m16n8k16 mma")
+        if self.linkage not in ("inline", "link"):
+            err.append("linkage must be inline or link")
+        if self.unpack not in ("none", "register"):
+            err.append("unpack must be none or register")
+        if self.unpack != "none" and (self.precision != "int4" or self.op != "mma"):
+            err.append("unpack applies to int4 mma kernels")
+        for what, row_bytes in (("A", self.bk_bytes), ("B", self.b_tile_shape[1])):
+            if row_bytes % 16 == 0 and self.copiers % (row_bytes // 16):
+                err.append(f"{what} tile rows of {row_bytes} bytes do not divide among {self.copiers} threads")
+        if self.smem_bytes > 227 * 1024:
+            err.append(f"{self.smem_bytes} bytes of shared memory is more than a block can have")
+        if err:
+            raise ValueError(f"invalid kernel config ({self.precision} {self.op}): " + "; ".join(err))
+
+
+_SHORT = {
+    "a_ldmatrix": lambda v: f"ldA{v}",
+    "b_ldmatrix": lambda v: f"ldB{v}",
+    "cache": str,
+    "evict": str,
+    "b_layout": str,
+    "acc": lambda v: f"acc{v}",
+    "smem_pad": lambda v: f"pad{v}",
+    "private_tiles": lambda v: "private",
+    "raster": lambda v: f"r{v}",
+    "linkage": str,
+    "unpack": lambda v: f"unpack{v}",
+    "min_blocks": lambda v: f"min{v}",
+}

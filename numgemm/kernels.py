@@ -1,0 +1,467 @@
+"""The GEMM kernel skeleton, written once, with the warp-level routine swapped.
+
+A kernel computes C[z] = A[z] @ op(B[z]) for one output tile per block:
+
+    grid.x walks the output tiles (grouped by KernelConfig.raster for L2
+    reuse), grid.z the batch. Each k-tile of A and B travels global -> shared
+    through a KernelConfig.stages-deep cp.async pipeline (16-byte copies,
+    zero-filled past the matrix edges, so any M, N, K works). Each warp then
+    runs the warp-level routine over its warp tile:
+
+      op="mma"  ldmatrix + mma.sync from ptx_asm/ (numgemm.primitives), the
+                accumulators in registers, stored straight to C;
+      op="wmma" WMMA load/mma/store from baselines/, with edge tiles staged
+                through shared memory (a WMMA fragment's layout is opaque).
+
+Everything else (tiling, pipeline, loaders, rasterization) is shared, so
+a WMMA kernel and its mma twin differ in the warp-level routine alone.
+
+The kernel sees every operand as bytes: A is (batch, M, K bytes), B is
+(batch, N, K bytes) or (batch, K, N bytes), with any row pitch that is a
+multiple of 16 bytes. Fragment arrays are indexed only by loops with constant
+trip counts, so LLVM unrolls them into registers.
+"""
+
+import functools
+
+from llvmlite import ir
+from numba import cuda, types
+from numba.cuda.extending import intrinsic
+
+from . import primitives as P
+from .config import KernelConfig
+from .inspect import build
+
+u8, u32, u64, i32 = types.uint8, types.uint32, types.uint64, types.int32
+_ACC = {"f32": types.float32, "s32": types.int32, "f16": types.uint32}
+_OUT = {"f32": types.float32, "s32": types.int32, "f16": types.uint16}   # f16 stored as bits
+
+
+def argtypes(cfg):
+    """Numba types of the kernel's arguments."""
+    arr = lambda t: types.Array(t, 3, "A")  # noqa: E731 - any strides
+    return (arr(u8), arr(u8), arr(_OUT[cfg.acc]), i32, i32, i32, i32, i32, i32)
+
+
+def _device(fn):
+    return cuda.jit(device=True, inline="always")(fn)
+
+
+@intrinsic
+def _divmod32(typingctx, a, b):
+    """(a // b, a % b) in unsigned 32-bit arithmetic. Numba widens integer
+    arithmetic to 64 bits, and a 64-bit division by a run-time value is a
+    called routine."""
+    def codegen(context, builder, sig, args):
+        x, y = (builder.trunc(v, ir.IntType(32)) if v.type.width > 32 else v for v in args)
+        return context.make_tuple(builder, sig.return_type, [builder.udiv(x, y), builder.urem(x, y)])
+    return types.UniTuple(u32, 2)(a, b), codegen
+
+
+# --- tuples <-> flat register arrays ---------------------------------------------
+# Fragments live in flat per-thread arrays; the routines take and return tuples.
+
+def _getter(n):
+    if n == 1:
+        return _device(lambda a, i: a[i])
+    if n == 2:
+        return _device(lambda a, i: (a[i], a[i + 1]))
+    return _device(lambda a, i: (a[i], a[i + 1], a[i + 2], a[i + 3]))
+
+
+def _setter(n):
+    if n == 1:
+        def put(a, i, v):
+            a[i] = v
+    elif n == 2:
+        def put(a, i, v):
+            a[i] = v[0]
+            a[i + 1] = v[1]
+    else:
+        def put(a, i, v):
+            a[i] = v[0]
+            a[i + 1] = v[1]
+            a[i + 2] = v[2]
+            a[i + 3] = v[3]
+    return _device(put)
+
+
+# --- global -> shared ------------------------------------------------------------
+
+def _copier(cfg):
+    """One 16-byte cp.async with the config's cache operator and L2 policy."""
+    ptx = P.routines(cfg.linkage)
+    if cfg.evict == "none":
+        plain = getattr(ptx, f"cp_async_{cfg.cache}")
+        return _device(lambda dst, src, valid, policy: plain(dst, src, valid))
+    hinted = getattr(ptx, f"cp_async_{cfg.cache}_hint")
+    return _device(lambda dst, src, valid, policy: hinted(dst, src, valid, policy))
+
+
+def _tile_loader(cfg, rows, row_bytes, pitch):
+    """(setup, load) for copying a rows x row_bytes tile into shared memory.
+
+    Each thread owns one 16-byte column of the tile and every (copiers /
+    per_row)-th row, so its source pointer is set up once and advanced by the
+    caller, and a copy costs a compare, two selects and the LDGSTS. Rows at or
+    past rows_left and columns past the matrix (col_ok = 0) are zero-filled, so
+    a tile may overhang the matrix on every side; rows are whole 16-byte
+    columns (gemm() pads K otherwise)."""
+    copy = _copier(cfg)
+    per_row = row_bytes // 16
+    step = cfg.copiers // per_row                 # rows between a thread's copies
+    passes = -(-rows // step)
+    ragged = rows % step != 0                     # more threads than copies in the last pass
+
+    def setup(arr, z, row0, copier):
+        """This thread's (batch base, first source byte, first row, byte column)."""
+        base = P.global_addr(arr, 0) + z * arr.strides[0]
+        r = copier // per_row
+        col = (copier % per_row) * 16
+        return base, base + (row0 + r) * arr.strides[1] + col, r, col
+
+    def load(base, src, stride, rows_left, rows_in_tile, col_ok, dst, policy):
+        """rows_left: rows of the matrix from this thread's first; rows_in_tile:
+        rows of the tile from it (int32)."""
+        for i in range(passes):
+            if not ragged or i * step < rows_in_tile:
+                ok = col_ok and i * step < rows_left
+                # A zero-filled copy still names an address inside the array.
+                copy(dst + i * step * pitch, src + i * step * stride if ok else base, ok, policy)
+
+    return _device(setup), _device(load)
+
+
+# --- warp-level: mma.sync (ptx_asm/) ------------------------------------------------
+
+def _mma_warp(cfg):
+    """(init, step, store) for the ldmatrix + mma.sync warp routine."""
+    ptx = P.routines(cfg.linkage)
+    wm, wn = cfg.warp_tile
+    mi, nj = wm // 16, wn // 8
+    ksb = cfg.kstep_bytes                 # bytes of K per warp-level operation
+    na = 2 * ksb // 16                    # A registers (8x8 b16 matrices) per fragment
+    nb = ksb // 16                        # B registers per fragment
+    nc = 2 if cfg.acc == "f16" else 4
+    pitch_a, pitch_b = cfg.pitch_a, cfg.pitch_b
+    acc_t = _ACC[cfg.acc]
+    ksteps = cfg.bk // cfg.op_shape[2]
+    wa, wb = min(cfg.a_ldmatrix, mi * na), min(cfg.b_ldmatrix, nj * nb)
+    kn = cfg.b_layout == "kn"
+    lda = getattr(ptx, f"ldmatrix_x{wa}")
+    ldb = getattr(ptx, f"ldmatrix_x{wb}" + ("_trans" if kn else ""))
+    put_a, put_b = _setter(wa), _setter(wb)
+    get_c, put_c = _getter(nc), _setter(nc)
+    n_acc, n_fa, n_fb = mi * nj * nc, mi * na, nj * nb     # array sizes must be constants
+
+    if cfg.unpack == "register":
+        # s4 fragments widened to s8 in registers; two m16n8k32.s8 per k64 step.
+        mma8, unpack = ptx.mma_m16n8k32_s8_s32, ptx.unpack_s4_s8
+
+        def mma_tile(acc, c, fa, ia, fb, ib):
+            a0, a1, a2, a3 = unpack(fa[ia]), unpack(fa[ia + 1]), unpack(fa[ia + 2]), unpack(fa[ia + 3])
+            b0, b1 = unpack(fb[ib]), unpack(fb[ib + 1])
+            d = mma8((a0[0], a1[0], a0[1], a1[1]), b0, get_c(acc, c))
+            put_c(acc, c, mma8((a2[0], a3[0], a2[1], a3[1]), b1, d))
+    else:
+        mma = getattr(ptx, f"mma_m16n8k{cfg.mma_k}_{_MMA_TYPES[cfg.precision, cfg.acc]}")
+        get_a, get_b = _getter(na), _getter(nb)
+
+        def mma_tile(acc, c, fa, ia, fb, ib):
+            put_c(acc, c, mma(get_a(fa, ia), get_b(fb, ib), get_c(acc, c)))
+    mma_tile = _device(mma_tile)
+
+    def init():
+        acc = cuda.local.array(n_acc, acc_t)
+        for i in range(n_acc):
+            acc[i] = 0
+        return acc
+
+    def step(acc, a_tile, b_tile, kk, lane):
+        """One warp-level k step: fragments from shared memory, then mi x nj mmas.
+        a_tile / b_tile: shared addresses of this warp's first A row / B row."""
+        fa = cuda.local.array(n_fa, u32)
+        fb = cuda.local.array(n_fb, u32)
+        # ldmatrix x<w>: lanes 8q..8q+7 address the rows of the q-th matrix.
+        for t in range(mi * na // wa):
+            q = t * wa + (lane >> 3) % wa          # this lane's matrix
+            i, r = q // na, q % na
+            row = i * 16 + (r % 2) * 8 + (lane & 7)
+            put_a(fa, t * wa, lda(a_tile + row * pitch_a + kk * ksb + (r // 2) * 16))
+        for t in range(nj * nb // wb):
+            q = t * wb + (lane >> 3) % wb
+            j, r = q // nb, q % nb
+            if kn:       # B is K x N in shared memory: k rows, transposed on load
+                addr = b_tile + (kk * ksb // 2 + r * 8 + (lane & 7)) * pitch_b + j * 16
+            else:
+                addr = b_tile + (j * 8 + (lane & 7)) * pitch_b + kk * ksb + r * 16
+            put_b(fb, t * wb, ldb(addr))
+        for i in range(mi):
+            for j in range(nj):
+                mma_tile(acc, (i * nj + j) * nc, fa, i * na, fb, j * nb)
+
+    def store(acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned):
+        """Accumulators straight from registers to C, bounds-checked."""
+        row0, col0 = m0 + wr0, n0 + wc0
+        g, t = (tid & 31) >> 2, tid & 3
+        for i in range(mi):
+            for j in range(nj):
+                c = (i * nj + j) * nc
+                col = col0 + j * 8 + 2 * t
+                for h in range(2):
+                    row = row0 + i * 16 + h * 8 + g
+                    if row < M:
+                        if nc == 4:
+                            lo, hi = acc[c + 2 * h], acc[c + 2 * h + 1]
+                        else:       # f16x2: low half is column col
+                            lo, hi = acc[c + h] & 0xFFFF, acc[c + h] >> 16
+                        if col < N:
+                            C[z, row, col] = lo
+                        if col + 1 < N:
+                            C[z, row, col + 1] = hi
+
+    # The k steps of a tile written out: LLVM leaves a loop of 4 steps rolled.
+    tile_step = _generated("tile_step", "acc, a_tile, b_tile, lane",
+                           [f"step(acc, a_tile, b_tile, {kk}, lane)" for kk in range(ksteps)],
+                           {"step": _device(step)})
+    return _device(init), tile_step, _device(store)
+
+
+_MMA_TYPES = {("fp16", "f32"): "f16_f32", ("fp16", "f16"): "f16_f16",
+              ("int8", "s32"): "s8_s32", ("int4", "s32"): "s4_s32"}
+
+
+# --- warp-level: WMMA (baselines/) ---------------------------------------------------
+
+def _wmma_warp(cfg):
+    """(init, tile_step, store) for the WMMA warp routine, mirroring _mma_warp.
+
+    Written out statement by statement (generated source): a loop around the
+    external WMMA calls is not unrolled before LTO inlines them, and the
+    fragment indices it leaves dynamic put the accumulators in local memory.
+    """
+    w = P.wmma_functions(cfg.prec.wmma_name)
+    om, on, ok = cfg.op_shape
+    wm, wn = cfg.warp_tile
+    mi, nj = wm // om, wn // on
+    na, nb, nacc = w.op.a_regs, w.op.b_regs, w.op.acc_regs
+    ksb, pitch_a, pitch_b = cfg.kstep_bytes, cfg.pitch_a, cfg.pitch_b
+    shift = 1 if cfg.precision == "fp16" else 0                # byte offset -> element
+    per_byte = 2 if cfg.precision == "int4" else 1             # WMMA elements per byte
+    lda, ldb = (pitch_a * per_byte) >> shift, (pitch_b * per_byte) >> shift
+    layout = cfg.b_layout
+    acc_t = _ACC[cfg.acc]
+    env = {"cuda": cuda, "P": P, "w": w, "u32": u32, "acc_t": acc_t,
+           "elem": {"fp16": types.float16, "int8": types.int8, "int4": types.uint8}[cfg.precision]}
+
+    def b_offset(kk, j):
+        if layout == "kn":          # k rows, n columns of 2 bytes
+            return kk * ok * pitch_b + j * on * 2
+        return j * on * pitch_b + kk * ksb
+
+    step = ["sm = cuda.shared.array(0, elem)",
+            "a_off = a_tile - P.shared_addr(sm, 0)",
+            "b_off = b_tile - P.shared_addr(sm, 0)",
+            f"fa = cuda.local.array({mi * na}, u32)",
+            f"fb = cuda.local.array({nj * nb}, u32)"]
+    for kk in range(cfg.bk // ok):
+        step += [f"w.load_a(P.pointer(fa, {i * na}), "
+                 f"P.pointer(sm, (a_off + {i * om * pitch_a + kk * ksb}) >> {shift}), {lda})"
+                 for i in range(mi)]
+        step += [f"w.load_b_{layout}(P.pointer(fb, {j * nb}), "
+                 f"P.pointer(sm, (b_off + {b_offset(kk, j)}) >> {shift}), {ldb})"
+                 for j in range(nj)]
+        step += [f"w.mma_{layout}(P.pointer(acc, {(i * nj + j) * nacc}), "
+                 f"P.pointer(fa, {i * na}), P.pointer(fb, {j * nb}))"
+                 for i in range(mi) for j in range(nj)]
+
+    # Store: a block tile wholly inside C (and C 32-byte aligned) goes straight
+    # to C; one that overhangs C goes through shared memory (the pipeline's,
+    # free by now) and from there, bounds-checked, to C. The choice is
+    # block-uniform, and each fragment has one store call: two call sites would
+    # keep the accumulators in local memory.
+    bm, bn, threads, tp = cfg.bm, cfg.bn, cfg.threads, cfg.c_tile_pitch
+    store = ["ldc = C.strides[1] >> 2",                   # C holds 4-byte elements
+             "c_z = z * (C.strides[0] >> 2)",
+             f"inside = c_aligned != 0 and m0 + {bm} <= M and n0 + {bn} <= N",
+             "if not inside:",
+             "    cuda.syncthreads()",
+             "tile = cuda.shared.array(0, acc_t)"]
+    for i in range(mi):
+        for j in range(nj):
+            store += [
+                f"r, c = wr0 + {i * om}, wc0 + {j * on}",
+                f"dst = P.pointer(C, c_z + (m0 + r) * ldc + n0 + c) if inside else P.pointer(tile, r * {tp} + c)",
+                f"w.store(dst, ldc if inside else {tp}, P.pointer(acc, {(i * nj + j) * nacc}))"]
+    store += ["if not inside:",
+              "    cuda.syncthreads()",
+              f"    for e in range({bm * bn // threads}):",
+              f"        r, c = (e * {threads} + tid) // {bn}, (e * {threads} + tid) % {bn}",
+              "        if m0 + r < M and n0 + c < N:",
+              f"            C[z, m0 + r, n0 + c] = tile[r * {tp} + c]"]
+
+    n_acc = mi * nj * nacc
+
+    def init():
+        acc = cuda.local.array(n_acc, acc_t)
+        for i in range(n_acc):
+            acc[i] = 0
+        return acc
+
+    return (_device(init),
+            _generated("tile_step", "acc, a_tile, b_tile, lane", step, env),
+            _generated("store", "acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned", store, env))
+
+
+def _generated(name, params, lines, env):
+    """A device function from generated source lines (its body)."""
+    src = f"def {name}({params}):\n" + "".join(f"    {line}\n" for line in lines)
+    exec(compile(src, f"<numgemm {name}>", "exec"), env)
+    return _device(env[name])
+
+
+# --- the kernel ------------------------------------------------------------------------
+
+def kernel_function(cfg: KernelConfig):
+    """The Python function of cfg's kernel, ready for cuda.jit or offline build."""
+    ptx = P.routines(cfg.linkage)
+    init, tile_step, store = (_wmma_warp if cfg.op == "wmma" else _mma_warp)(cfg)
+    setup_a, load_a = _tile_loader(cfg, cfg.rows_a, cfg.bk_bytes, cfg.pitch_a)
+    setup_b, load_b = _tile_loader(cfg, *cfg.b_tile_shape, cfg.pitch_b)
+    wait = getattr(ptx, f"cp_async_wait_{cfg.stages - 2}")
+    commit = ptx.cp_async_commit
+    make_policy = getattr(ptx, f"policy_{cfg.evict}") if cfg.evict != "none" else None
+
+    bm, bn, bk, bkb = cfg.bm, cfg.bn, cfg.bk, cfg.bk_bytes
+    wm, wn = cfg.warp_tile
+    warps_n, stages = cfg.warps_n, cfg.stages
+    private, raster = cfg.private_tiles, cfg.raster
+    stage_bytes, tile_a, tile_b = cfg.stage_bytes, cfg.tile_bytes_a, cfg.tile_bytes_b
+    pipe_bytes = stages * stage_bytes
+    kn = cfg.b_layout == "kn"
+    pitch_a, pitch_b = cfg.pitch_a, cfg.pitch_b
+    b_esize = cfg.prec.bits // 8            # K x N B is fp16: 2 bytes per column
+    a_tile_rows, b_tile_rows = cfg.rows_a, cfg.b_tile_shape[0]
+
+    @_device
+    def tile_of(pid, tiles_m, tiles_n):
+        """Output tile (row, column) of block pid; groups of `raster` tile rows
+        share their B tiles in L2 while they run."""
+        if raster == 1:
+            return _divmod32(pid, tiles_n)
+        group, local = _divmod32(pid, tiles_n * raster)
+        first = group * raster
+        size = min(tiles_m - first, raster)
+        col, row = _divmod32(local, size)
+        return first + row, col
+
+    def gemm_kernel(A, B, C, M, N, K, KB, NB, c_aligned):
+        tid = cuda.threadIdx.x
+        warp, lane = tid >> 5, tid & 31
+        wr, wc = warp // warps_n, warp % warps_n
+        tiles_m, tiles_n = (M + bm - 1) // bm, (N + bn - 1) // bn
+        tm, tn = tile_of(cuda.blockIdx.x, tiles_m, tiles_n)
+        z = cuda.blockIdx.z
+        zb = z if B.shape[0] > 1 else 0
+        m0, n0 = i32(tm * bm), i32(tn * bn)
+        sbase = P.shared_addr(cuda.shared.array(0, u8), 0)
+        policy = make_policy() if make_policy is not None else u64(0)
+
+        if private:            # this warp's own A rows and B columns, copied by its lanes
+            a_row0, b_row0, copier = m0 + wr * wm, n0 + wc * wn, lane
+            tile_off = warp * (tile_a + tile_b)
+            a_warp = b_warp = 0
+        else:
+            a_row0, b_row0, copier = m0, n0, tid
+            tile_off = 0
+            a_warp, b_warp = wr * wm, wc * wn
+
+        a_base, a_src, a_r, a_col = setup_a(A, z, a_row0, copier)
+        a_dst = sbase + tile_off + a_r * pitch_a + a_col
+        a_rows = i32(M - a_row0 - a_r)
+        if kn:                 # B rows are k: the row offset moves, the column stays
+            b_base, b_src, b_r, b_col = setup_b(B, zb, 0, copier)
+            b_src += b_row0 * b_esize
+            b_step = bk * B.strides[1]
+            b_cols_ok = i32(b_row0 * b_esize + b_col) < NB
+        else:
+            b_base, b_src, b_r, b_col = setup_b(B, zb, b_row0, copier)
+            b_step = bkb
+            b_rows = i32(N - b_row0 - b_r)
+        b_dst = sbase + tile_off + tile_a + b_r * pitch_b + b_col
+        ktiles = (KB + bkb - 1) // bkb
+
+        acc = init()
+
+        def load_stage(kt, off):
+            kb0 = i32(kt * bkb)
+            load_a(a_base, a_src + kb0, A.strides[1], a_rows, a_tile_rows - a_r,
+                   kb0 + a_col < KB, a_dst + off, policy)
+            if kn:
+                load_b(b_base, b_src + kt * b_step, B.strides[1], i32(K - kt * bk - b_r),
+                       b_tile_rows - b_r, b_cols_ok, b_dst + off, policy)
+            else:
+                load_b(b_base, b_src + kb0, B.strides[1], b_rows, b_tile_rows - b_r,
+                       kb0 + b_col < KB, b_dst + off, policy)
+
+        for s in range(stages - 1):
+            if s < ktiles:
+                load_stage(s, s * stage_bytes)
+            commit()
+
+        read, write = 0, (stages - 1) * stage_bytes       # byte offsets of two stages
+        for kt in range(ktiles):
+            wait()                          # tile kt has landed (this thread's copies)
+            if private:
+                cuda.syncwarp()
+            else:
+                cuda.syncthreads()          # ... everyone's, and stage kt-1 is free
+            if kt + stages - 1 < ktiles:
+                load_stage(kt + stages - 1, write)
+            commit()
+            a_tile = sbase + read + tile_off + a_warp * pitch_a
+            if kn:
+                b_tile = sbase + read + tile_off + tile_a + b_warp * b_esize
+            else:
+                b_tile = sbase + read + tile_off + tile_a + b_warp * pitch_b
+            tile_step(acc, a_tile, b_tile, lane)
+            read = read + stage_bytes if read + stage_bytes < pipe_bytes else 0
+            write = write + stage_bytes if write + stage_bytes < pipe_bytes else 0
+
+        store(acc, C, z, m0, n0, wr * wm, wc * wn, M, N, tid, c_aligned)
+
+    gemm_kernel.__name__ = cfg.name
+    return gemm_kernel
+
+
+def build_config(cfg, target="sm_89"):
+    """Offline build (no GPU) of cfg's kernel for target: SASS and resources."""
+    return build(kernel_function(cfg), argtypes(cfg), target, name=cfg.name,
+                 launch_bounds=(cfg.threads, cfg.min_blocks))
+
+
+@functools.cache
+def compiled(cfg: KernelConfig):
+    """cfg's kernel compiled for the current GPU (a numba-cuda dispatcher)."""
+    return cuda.jit(argtypes(cfg), launch_bounds=(cfg.threads, cfg.min_blocks))(kernel_function(cfg))
+
+
+def expected_sass(cfg, target):
+    """(opcode prefix the kernel's SASS must hold, whether calls are expected).
+
+    s4 tensor-core instructions are native on sm_80/86/89; on sm_90 ptxas
+    emulates them with s8 IMMA behind called routines (a fact about Hopper,
+    reported by numgemm.inspect.s4_note)."""
+    from .toolchain import has_native_s4_mma, parse_target
+
+    s4 = cfg.precision == "int4" and cfg.unpack == "none"
+    if s4 and not has_native_s4_mma(parse_target(target)):
+        return "IMMA.16832.S8.S8" if cfg.op == "mma" else "IMMA.8816.S8.S8", True
+    if cfg.op == "wmma":
+        return {"fp16": "HMMA.16816.F32", "int8": "IMMA.16816.S8.S8", "int4": "IMMA.8832.S4.S4"}[cfg.precision], False
+    m, n, k = cfg.op_shape
+    if cfg.precision == "fp16":
+        return f"HMMA.{m}{n}{k}.{'F16' if cfg.acc == 'f16' else 'F32'}", False
+    if cfg.precision == "int8" or cfg.unpack == "register":
+        return f"IMMA.{m}{n}{32 if cfg.unpack == 'register' else k}.S8.S8", False
+    return f"IMMA.{m}{n}{k}.S4.S4", False

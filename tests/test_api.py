@@ -1,0 +1,92 @@
+"""numgemm.api: gemm() checks its operands before it needs the GPU, and on a GPU
+takes NumPy, Numba, CuPy and PyTorch arrays."""
+
+import numpy as np
+import pytest
+
+import numgemm
+from tests.conftest import HAVE_GPU
+
+
+@pytest.mark.parametrize("a,b,kw,error,message", [
+    (np.zeros((4, 4), np.float32), np.zeros((4, 4), np.float32), {}, TypeError, "cannot infer the precision"),
+    (np.zeros((4, 4), np.int8), np.zeros((4, 4), np.float16), {}, TypeError, "int8 takes b as int8"),
+    (np.zeros((4, 4), np.uint8), np.zeros((4, 4), np.uint8), {}, TypeError, "cannot infer"),
+    (np.zeros((4, 4), np.int8), np.zeros((4, 4), np.uint8), dict(precision="int4"), TypeError, "int4 takes a as packed uint8"),
+    (np.zeros((4, 6), np.float16), np.zeros((5, 3), np.float16), {}, ValueError, "inner dimensions differ"),
+    (np.zeros((2, 4, 6), np.float16), np.zeros((3, 6, 3), np.float16), {}, ValueError, "batch 3 is neither"),
+    (np.zeros(4, np.float16), np.zeros((4, 4), np.float16), {}, ValueError, "2-D or batched 3-D"),
+    (np.zeros((4, 4), np.float16), np.zeros((4, 4), np.float16), dict(precision="fp8"), ValueError, "precision must be"),
+    (np.zeros((4, 3), np.uint8), np.zeros((3, 4), np.uint8), dict(precision="int4", k=9), ValueError, "does not fit"),
+    ([[1]], np.zeros((4, 4), np.float16), dict(precision="fp16"), TypeError, "NumPy array or have __cuda_array_interface__"),
+])
+def test_bad_input_is_named(a, b, kw, error, message):
+    with pytest.raises(error, match=message):
+        numgemm.gemm(a, b, **kw)
+
+
+@pytest.mark.skipif(HAVE_GPU, reason="checks the message given without a GPU")
+def test_no_gpu_is_said():
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        numgemm.gemm(np.zeros((4, 4), np.float16), np.zeros((4, 4), np.float16))
+
+
+# --- on the GPU --------------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_numpy_in_numpy_out(rng):
+    a = rng.integers(-128, 128, (100, 64), dtype=np.int8)
+    bt = rng.integers(-128, 128, (72, 64), dtype=np.int8)
+    c = numgemm.gemm(a, bt.T)                          # B transposed: the int8 layout
+    assert isinstance(c, np.ndarray) and c.dtype == np.int32
+    assert np.array_equal(c, a.astype(np.int64) @ bt.T.astype(np.int64))
+
+
+@pytest.mark.gpu
+def test_device_arrays_in_place(rng):
+    from numba import cuda
+
+    a = rng.standard_normal((2, 96, 80)).astype(np.float16)
+    b = rng.standard_normal((80, 40)).astype(np.float16)      # shared by the batch
+    da, db = cuda.to_device(a), cuda.to_device(b)
+    out = cuda.device_array((2, 96, 40), np.float32)
+    assert numgemm.gemm(da, db, out=out) is out
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.linalg.norm(out.copy_to_host() - ref) / np.linalg.norm(ref) < 1e-3
+
+
+@pytest.mark.gpu
+def test_wrong_layout_for_the_kernel(rng):
+    a = np.zeros((32, 64), np.int8)
+    with pytest.raises(ValueError, match="take B as NK"):
+        numgemm.gemm(a, np.zeros((64, 32), np.int8))          # row-major K x N int8
+    with pytest.raises(ValueError, match="out has shape"):
+        from numba import cuda
+        numgemm.gemm(a, np.zeros((32, 64), np.int8).T, out=cuda.device_array((3, 3), np.int32))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lib", ["torch", "cupy"])
+def test_peer_arrays_without_copies(lib, rng):
+    mod = pytest.importorskip(lib)
+    a = rng.integers(-128, 128, (64, 96), dtype=np.int8)
+    bt = rng.integers(-128, 128, (48, 96), dtype=np.int8)
+    if lib == "torch":
+        da, dbt = mod.from_numpy(a).cuda(), mod.from_numpy(bt).cuda()
+        out = mod.empty((64, 48), dtype=mod.int32, device="cuda")
+        numgemm.gemm(da, dbt.t(), out=out)
+        got = out.cpu().numpy()
+    else:
+        da, dbt = mod.asarray(a), mod.asarray(bt)
+        out = mod.empty((64, 48), dtype=mod.int32)
+        numgemm.gemm(da, dbt.T, out=out)
+        got = mod.asnumpy(out)
+    assert np.array_equal(got, a.astype(np.int64) @ bt.T.astype(np.int64))
+
+
+@pytest.mark.gpu
+def test_unaligned_k_is_padded(rng):
+    """K whose rows are not whole 16-byte copies: gemm pads a copy, and stays exact."""
+    a = rng.integers(-128, 128, (33, 77), dtype=np.int8)
+    bt = rng.integers(-128, 128, (29, 77), dtype=np.int8)
+    assert np.array_equal(numgemm.gemm(a, bt.T), a.astype(np.int64) @ bt.T.astype(np.int64))

@@ -1,0 +1,59 @@
+"""numgemm.config: a variant is data, named from its fields, checked on creation."""
+
+import pytest
+
+from numgemm.config import KernelConfig
+
+
+def test_name_derives_from_fields():
+    base = KernelConfig("int8", mma_k=32, bm=128, bn=256, bk=64, warps_m=2, warps_n=4, stages=4)
+    assert base.name == "int8_mma32_128x256x64_w2x4_s4"
+    assert base.replace(cache="ca").name == base.name + "_ca"
+    assert base.replace(evict="evict_first", linkage="link").name == base.name + "_evict_first_link"
+    assert base.replace(op="wmma").name == "int8_wmma_128x256x64_w2x4_s4"
+
+
+def test_variant_is_one_field_changed():
+    base = KernelConfig("fp16", b_layout="kn")
+    variant = base.replace(stages=2)
+    changed = {k for k, v in base.describe().items() if variant.describe()[k] != v}
+    assert changed == {"stages"}
+
+
+def test_defaults_follow_the_precision():
+    assert KernelConfig("fp16").acc == "f32" and KernelConfig("fp16").mma_k == 16
+    assert KernelConfig("int8").acc == "s32" and KernelConfig("int8").mma_k == 32
+    assert KernelConfig("int4").mma_k == 64
+    assert KernelConfig("int4", op="wmma").op_shape == (8, 8, 32)
+
+
+def test_derived_sizes():
+    c = KernelConfig("int8", bm=128, bn=128, bk=64, warps_m=2, warps_n=2, stages=3, smem_pad=16)
+    assert c.threads == 128 and c.warp_tile == (64, 64)
+    assert c.pitch_a == 80 and c.stage_bytes == 2 * 128 * 80
+    assert c.smem_bytes == 3 * c.stage_bytes
+    i4 = KernelConfig("int4", bk=128)
+    assert i4.bk_bytes == 64 and i4.kstep_bytes == 32
+    assert KernelConfig("fp16", b_layout="kn", bn=128, bk=32).b_tile_shape == (32, 256)
+
+
+@pytest.mark.parametrize("changes,message", [
+    (dict(mma_k=8), "mma has k in"),
+    (dict(bk=8), "not a multiple of the operation's k"),
+    (dict(stages=6), "stages must be 2..5"),
+    (dict(smem_pad=8), "smem_pad"),
+    (dict(a_ldmatrix=3), "a_ldmatrix"),
+    (dict(cache="cs"), "cache"),
+    (dict(b_layout="kn"), "K x N B is implemented for fp16"),
+    (dict(acc="f16"), "cannot accumulate in f16"),
+    (dict(bm=100), "warp tile"),
+    (dict(unpack="tile"), "unpack must be"),
+])
+def test_invalid_configs_say_why(changes, message):
+    with pytest.raises(ValueError, match=message):
+        KernelConfig("int8", **changes)
+
+
+def test_shared_memory_limit():
+    with pytest.raises(ValueError, match="shared memory"):
+        KernelConfig("int8", bm=256, bn=256, bk=256, warps_m=4, warps_n=4, stages=5)

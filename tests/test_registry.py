@@ -1,0 +1,54 @@
+"""numgemm.registry: the study's names in two presets, each family one base config."""
+
+import pytest
+
+from numgemm import registry
+
+STUDY = ["fp16_wmma", "fp16_ptx_mma", "int8_wmma", "int8_ptx_mma_k32", "int4_wmma", "int4_ptx_mma_k64"]
+
+
+@pytest.mark.parametrize("preset", registry.PRESETS)
+def test_study_names_registered(preset):
+    assert set(STUDY) <= set(registry.names(preset))
+
+
+def test_paper_preset_is_the_studys_tiling():
+    for name in STUDY:
+        cfg = registry.get(name, "paper")
+        assert (cfg.bm, cfg.bn, cfg.warps_m, cfg.warps_n) == (32, 64, 2, 4)
+        assert cfg.warp_tile == (16, 16) and cfg.stages == 2
+        assert cfg.private_tiles and cfg.smem_pad == 0 and cfg.cache == "ca"
+
+
+@pytest.mark.parametrize("preset", registry.PRESETS)
+def test_wmma_baseline_mirrors_its_mma_twin(preset):
+    """Same tiling and pipeline; the warp-level routine (op) is what differs."""
+    for mma, wmma in [("fp16_ptx_mma", "fp16_wmma"), ("int8_ptx_mma_k32", "int8_wmma"),
+                      ("int4_ptx_mma_k64", "int4_wmma")]:
+        a, b = registry.get(mma, preset).describe(), registry.get(wmma, preset).describe()
+        differ = {k for k in a if a[k] != b[k]} - {"op", "mma_k", "a_ldmatrix", "b_ldmatrix"}
+        if preset == "paper" and mma == "int8_ptx_mma_k32":
+            assert differ == {"bk"}          # the study's int8 WMMA steps k16 per tile
+        else:
+            assert differ == set()
+
+
+def test_int4_wmma_uses_the_ptx_kernels_warp_tile():
+    """Unlike the study (8 x 8 warp tiles), the INT4 WMMA baseline runs at equal tiling."""
+    for preset in registry.PRESETS:
+        assert registry.get("int4_wmma", preset).warp_tile == registry.get("int4_ptx_mma_k64", preset).warp_tile
+
+
+def test_lookup_by_config_name_and_errors():
+    cfg = registry.get("int8_ptx_mma_k32")
+    assert registry.get(cfg.name) is cfg
+    with pytest.raises(KeyError, match="no kernel"):
+        registry.get("int8_nonexistent")
+    with pytest.raises(ValueError, match="preset"):
+        registry.get("int8_wmma", "fast")
+
+
+def test_default_kernel_per_layout():
+    assert registry.default("fp16", "kn").precision == "fp16"
+    with pytest.raises(ValueError, match="take B as NK"):
+        registry.default("int8", "kn")

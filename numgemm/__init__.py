@@ -8,7 +8,7 @@ The warp-level routines come from ptx_asm/ (hand-written PTX) and baselines/
 from . import primitives, registry
 from .api import gemm, plan_gemm, transposed
 from .config import KernelConfig
-from .quant import pack_int4, unpack_int4
+from .quant import pack_int4, pack_int4_kn, unpack_int4, unpack_int4_kn
 
-__all__ = ["KernelConfig", "gemm", "pack_int4", "plan_gemm", "primitives", "registry",
-           "transposed", "unpack_int4"]
+__all__ = ["KernelConfig", "gemm", "pack_int4", "pack_int4_kn", "plan_gemm", "primitives",
+           "registry", "transposed", "unpack_int4", "unpack_int4_kn"]

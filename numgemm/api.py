@@ -85,14 +85,16 @@ def plan_gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, k=
         if len(getattr(x, "shape", ())) not in (2, 3):
             raise ValueError(f"a and b must be 2-D or batched 3-D; got {name} of shape {getattr(x, 'shape', None)}")
     (batch, M, ka), (batch_b, kb, N) = ((1,) * (3 - len(x.shape)) + tuple(x.shape) for x in (a, b))
-    if ka != kb:
+    K = _true_k(prec, ka, k)
+    b_units = prec.name == "int4" and _dtype_name(b) == "uint16"   # K x N INT4: 4 k per unit
+    if kb != (-(-K // 4) if b_units else ka):
         raise ValueError(f"inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}"
-                         + (" (INT4 operands are packed: a (M, K/2), b (K/2, N))" if precision == "int4" else ""))
+                         + (" (INT4 operands are packed: a (M, K/2); b (K/2, N) uint8 or "
+                            "(K/4, N) uint16 units, see pack_int4_kn)" if precision == "int4" else ""))
     if batch_b not in (1, batch):
         raise ValueError(f"b's batch {batch_b} is neither 1 nor a's batch {batch}")
     if batch > 65535:
         raise ValueError(f"batch {batch} is more than the grid allows (65535)")
-    K = _true_k(prec, ka, k)
     if not cuda.is_available():
         raise RuntimeError("numgemm.gemm needs a CUDA GPU and driver; none is available")
     a, b = _device(a, "a"), _device(b, "b")
@@ -100,12 +102,25 @@ def plan_gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, k=
     b3 = b if b.ndim == 3 else _batched(b)
     layout = _layout(b3, "b")
     _row_major(a3, "a")
+    if precision == "int4" and (layout == "kn") != b_units:
+        raise ValueError("INT4 b is either the transpose of a packed N x K array (uint8, "
+                         "b = pack_int4(bt).T) or K x N uint16 units (pack_int4_kn(b)); "
+                         f"got {_dtype_name(b)} laid out {layout.upper()}")
 
-    cfg = _config(kernel, precision, layout, preset)
+    cfg = _config(kernel, precision, layout, preset, M)
+    if cfg.evict != "none" and tuple(cuda.get_current_device().compute_capability) == (9, 0):
+        raise RuntimeError(
+            f"{cfg.name}: cp.async with an L2 cache policy faults inside these GEMMs on sm_90 "
+            "(CUDA_ERROR_ILLEGAL_INSTRUCTION on an H200, 2026-11-29; the routines alone pass "
+            "their tests, the cause is not found yet), which would end the process's CUDA "
+            "context; numgemm does not launch it there")
     # The kernel reads rows as whole, aligned 16-byte copies.
     A = _bytes(_aligned_rows(a3))
     B = _bytes(_aligned_rows(b3 if layout == "kn" else transposed(b3)))
     KB = A.shape[2]
+    if cfg.op == "dp4a":                       # reads 32-bit words: 4 int8 each
+        A, B = (_view(x, (x.shape[0], x.shape[1], x.shape[2] // 4), (*x.strides[:2], 4), np.uint32)
+                for x in (A, B))
     out_dtype = np.float16 if cfg.acc == "f16" else prec.out_dtype
     C, host_out, result = _output(out, a.ndim == 3 or b.ndim == 3, batch, M, N, out_dtype, host)
     c_aligned = int(C.device_ctypes_pointer.value % 32 == 0
@@ -113,7 +128,8 @@ def plan_gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, k=
     if cfg.acc == "f16":
         C = _as_bits(C)
     tiles = -(-M // cfg.bm) * -(-N // cfg.bn)
-    return GemmPlan(cfg, (A, B, C, M, N, K, KB, B.shape[2], c_aligned), (tiles, 1, batch),
+    k_rows = B.shape[1] if layout == "kn" else K
+    return GemmPlan(cfg, (A, B, C, M, N, k_rows, KB, B.shape[2], c_aligned), (tiles, 1, batch),
                     result, host_out, stream)
 
 
@@ -132,12 +148,19 @@ def _precision(a, precision):
     return precision
 
 
+def _dtype_name(x):
+    return str(getattr(x, "dtype", "")).removeprefix("torch.")
+
+
 def _check_dtype(x, name, prec):
     if not isinstance(x, np.ndarray) and not hasattr(x, "__cuda_array_interface__"):
         raise TypeError(f"{name} must be a NumPy array or have __cuda_array_interface__; got {type(x).__name__}")
-    dtype = str(getattr(x, "dtype", "")).removeprefix("torch.")
-    if dtype != np.dtype(prec.host_dtype).name:
-        what = "packed uint8 (numgemm.pack_int4)" if prec.name == "int4" else np.dtype(prec.host_dtype).name
+    dtype = _dtype_name(x)
+    allowed = [np.dtype(prec.host_dtype).name]
+    if prec.name == "int4" and name == "b":
+        allowed.append("uint16")                     # K x N units (pack_int4_kn)
+    if dtype not in allowed:
+        what = "packed uint8 (numgemm.pack_int4)" if prec.name == "int4" else allowed[0]
         raise TypeError(f"{prec.name} takes {name} as {what}; got dtype {dtype}")
 
 
@@ -252,9 +275,9 @@ def _output(out, batched, batch, M, N, dtype, host):
     return (dev if batched else _batched(dev)), False, out
 
 
-def _config(kernel, precision, layout, preset):
+def _config(kernel, precision, layout, preset, m):
     if kernel is None:
-        return registry.default(precision, layout, preset)
+        return registry.default(precision, layout, preset, cuda.get_current_device().compute_capability, m)
     cfg = registry.get(kernel, preset) if isinstance(kernel, str) else kernel
     if not isinstance(cfg, KernelConfig):
         raise TypeError(f"kernel must be a registered name or a KernelConfig, got {type(kernel).__name__}")

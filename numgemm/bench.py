@@ -31,7 +31,7 @@ CHECK_SHAPE = (2, 520, 1000, 776)          # batch, M, N, K: not multiples of an
 @dataclass
 class Row:
     precision: str
-    n: int
+    n: object                        # N of a square problem, or "MxNxK"
     preset: str
     kernel: str
     config: str
@@ -42,6 +42,7 @@ class Row:
     vs_wmma: float = math.nan
     vs_fp16_wmma: float = math.nan
     vs_library: float = math.nan
+    vs_base: float = math.nan        # over the family's base (--family)
     compile_s: float = math.nan
     host_us: float = math.nan
 
@@ -167,86 +168,94 @@ def ceiling_for(cfg_or_precision, ceilings):
 # --- data --------------------------------------------------------------------------
 
 def make_inputs(precision, batch, M, N, K, rng):
-    """Host operands: a (batch, M, K), b for the kernel's layout (fp16: K x N
-    row-major; int8/int4: bt, N x K row-major, passed transposed), INT4 packed."""
-    from .quant import pack_int4
-
+    """Host operands as values: a (batch, M, K); b as (batch, K, N) for fp16,
+    as bt (batch, N, K) for int8/int4 (their kernels take B transposed)."""
     if precision == "fp16":
         a = rng.standard_normal((batch, M, K), dtype=np.float32).astype(np.float16)
         return a, rng.standard_normal((batch, K, N), dtype=np.float32).astype(np.float16)
     lo = -128 if precision == "int8" else -8
-    a = rng.integers(lo, -lo, (batch, M, K), dtype=np.int8)
-    bt = rng.integers(lo, -lo, (batch, N, K), dtype=np.int8)
-    if precision == "int4":
-        a, bt = pack_int4(a), pack_int4(bt)
-    return a, bt
+    return (rng.integers(lo, -lo, (batch, M, K), dtype=np.int8),
+            rng.integers(lo, -lo, (batch, N, K), dtype=np.int8))
 
 
-def to_device(precision, a, b):
+def to_device(precision, layout, a, b):
+    """The operands as a kernel with this B layout takes them, on the GPU."""
     from numba import cuda
 
     from .api import transposed
+    from .quant import pack_int4, pack_int4_kn
 
-    da, db = cuda.to_device(a), cuda.to_device(b)
-    return da, (db if precision == "fp16" else transposed(db))
-
-
-def reference(precision, a, b, K):
-    from .quant import reference as ref
-
-    return ref(a, b, precision, "kn" if precision == "fp16" else "nk", k=K)
-
-
-def check_full(out, ref, precision):
     if precision == "fp16":
-        return bool(np.all(np.isfinite(out)) and np.linalg.norm(out - ref) <= 1e-3 * np.linalg.norm(ref))
-    return bool(np.array_equal(out.astype(np.int64), ref))
+        return cuda.to_device(a), cuda.to_device(b)
+    if precision == "int4":
+        a = pack_int4(a)
+        if layout == "kn":
+            return cuda.to_device(a), cuda.to_device(pack_int4_kn(np.swapaxes(b, 1, 2)))
+        b = pack_int4(b)
+    return cuda.to_device(a), transposed(cuda.to_device(b))
 
 
-def check_sample(out_dev, a, b, precision, K, rng, count=256):
+def reference(precision, a, b):
+    if precision == "fp16":
+        return a.astype(np.float64) @ b.astype(np.float64)
+    return a.astype(np.int64) @ np.swapaxes(b, 1, 2).astype(np.int64)
+
+
+def _close(got, ref, precision, cfg=None):
+    if precision == "int8" or precision == "int4":
+        return bool(np.array_equal(got.astype(np.int64), ref))
+    tol = 2e-2 if getattr(cfg, "acc", "") == "f16" else 1e-3     # f16 accumulation rounds
+    got = got.astype(np.float64)
+    return bool(np.all(np.isfinite(got)) and np.linalg.norm(got - ref) <= tol * np.linalg.norm(ref))
+
+
+def check_full(out, ref, precision, cfg=None):
+    return _close(out, ref, precision, cfg)
+
+
+def check_sample(out_dev, a, b, precision, rng, cfg=None, count=256):
     """count random entries of a large output against exact dot products."""
-    from .quant import unpack_int4
-
     out = out_dev.copy_to_host()
     z = rng.integers(0, out.shape[0], count)
     i = rng.integers(0, out.shape[1], count)
     j = rng.integers(0, out.shape[2], count)
-    ra = a[z, i, :]
     rb = b[z, :, j] if precision == "fp16" else b[z, j, :]
-    if precision == "int4":
-        ra, rb = unpack_int4(ra, K), unpack_int4(rb, K)
     wide = np.float64 if precision == "fp16" else np.int64
-    ref = np.einsum("sk,sk->s", ra.astype(wide), rb.astype(wide))
-    got = out[z, i, j]
-    if precision == "fp16":
-        return bool(np.all(np.isfinite(got)) and np.linalg.norm(got - ref) <= 1e-3 * np.linalg.norm(ref))
-    return bool(np.array_equal(got.astype(np.int64), ref))
+    ref = np.einsum("sk,sk->s", a[z, i, :].astype(wide), rb.astype(wide))
+    return _close(out[z, i, j], ref, precision, cfg)
 
 
-def poisoned_output(precision, batch, M, N):
+def poisoned_output(cfg, batch, M, N):
     from numba import cuda
 
-    if precision == "fp16":
-        return cuda.to_device(np.full((batch, M, N), np.nan, np.float32))
-    return cuda.to_device(np.full((batch, M, N), -(2**31), np.int32))
+    if cfg.precision != "fp16":
+        return cuda.to_device(np.full((batch, M, N), -(2**31), np.int32))
+    dtype = np.float16 if cfg.acc == "f16" else np.float32
+    return cuda.to_device(np.full((batch, M, N), np.nan, dtype))
 
 
 # --- the run -------------------------------------------------------------------------
 
 def select(args):
+    """[(preset, name, config)]: the kernels to run, each distinct config once
+    (a preset may register one config under two names: its base and, say, a
+    3-stage variant when the base already has 3 stages)."""
     from . import registry
 
     presets = registry.PRESETS if args.preset == "all" else (args.preset,)
-    chosen = []
+    chosen, seen = [], set()
     for preset in presets:
-        for name in registry.names(preset):
-            cfg = registry.get(name, preset)
+        pool = registry.FAMILIES[preset][args.family] if args.family else registry.REGISTRY[preset]
+        for name, cfg in pool.items():
             if cfg.precision not in args.precision:
                 continue
             if args.kernels and name not in args.kernels and cfg.name not in args.kernels:
                 continue
             if args.linkage and cfg.op == "mma":
                 cfg = cfg.replace(linkage=args.linkage)
+            if (preset, cfg) in seen:
+                continue
+            seen.add((preset, cfg))
             chosen.append((preset, name, cfg))
     return chosen
 
@@ -272,6 +281,11 @@ def run(args):
     rows, times = [], {}
     l2 = getattr(dev, "L2_CACHE_SIZE", 50 * 2**20)
 
+    cc = dev.compute_capability
+    if "int4" in args.precision:
+        log(registry.describe_default("int4", cc))
+    shapes = [tuple(map(int, x.lower().split("x"))) for x in args.shapes] if args.shapes else \
+        [(n, n, n) for n in args.sizes]
     for precision in PRECISION_ORDER:
         if precision not in args.precision:
             continue
@@ -281,68 +295,76 @@ def run(args):
         # Compile and check every kernel once, on an irregular batched shape.
         batch, M, N, K = CHECK_SHAPE
         a, b = make_inputs(precision, batch, M, N, K, rng)
-        ref = reference(precision, a, b, K)
-        da, db = to_device(precision, a, b)
+        ref = reference(precision, a, b)
+        dev_ops = {}
         status, compile_s, host_us = {}, {}, {}
         for preset, kname, cfg in chosen:
             key = (preset, kname)
             log(f"[{precision}] compile + check {preset}/{kname} ({cfg.name})")
+            da, db = dev_ops.setdefault(cfg.b_layout, to_device(precision, cfg.b_layout, a, b))
+            out = poisoned_output(cfg, batch, M, N)
             t0 = time.perf_counter()
-            compiled(cfg)
-            out = poisoned_output(precision, batch, M, N)
-            plan = plan_gemm(da, db, precision=precision, kernel=cfg, out=out, k=K)
-            compile_s[key] = time.perf_counter() - t0
             try:
+                compiled(cfg)
+                plan = plan_gemm(da, db, precision=precision, kernel=cfg, out=out, k=K)
+                compile_s[key] = time.perf_counter() - t0
                 plan.launch()
                 cuda.synchronize()
-                ok = check_full(out.copy_to_host(), ref, precision)
+                ok = check_full(out.copy_to_host(), ref, precision, cfg)
+                host_us[key] = time_host(lambda: plan_gemm(da, db, precision=precision, kernel=cfg,
+                                                           out=out, k=K).launch())
             except Exception as e:  # noqa: BLE001 - a failing kernel is reported, not fatal
                 log(f"  {kname}: {type(e).__name__}: {e}")
                 ok = False
             status[key] = "ok" if ok else "FAIL"
-            host_us[key] = time_host(lambda: plan_gemm(da, db, precision=precision, kernel=cfg,
-                                                       out=out, k=K).launch())
             if not ok:
                 log(f"  {kname}: FAIL against the reference")
+        del dev_ops
 
-        for n in args.sizes:
-            batch, M, N, K = args.batch, n, n, n
+        for M, N, K in shapes:
+            label = f"{M}x{N}x{K}" if args.shapes else M
+            batch = args.batch
             work = 2.0 * batch * M * N * K
             a, b = make_inputs(precision, batch, M, N, K, rng)
-            ws = a.nbytes + b.nbytes + batch * M * N * 4
+            ws = batch * ({"fp16": 2, "int8": 1, "int4": 0.5}[precision] * (M + N) * K + 4 * M * N)
             sets = min(8, max(1, math.ceil(3 * l2 / ws)))      # rotate when L2 would hold it
-            dev_sets = [to_device(precision, a, b)] + [
-                to_device(precision, *make_inputs(precision, batch, M, N, K, rng)) for _ in range(sets - 1)]
+            host_sets = [(a, b)] + [make_inputs(precision, batch, M, N, K, rng) for _ in range(sets - 1)]
+            dev_sets = {}
             for preset, kname, cfg in chosen:
                 key = (preset, kname)
-                row = Row(precision, n, preset, kname, cfg.name, status[key],
-                          compile_s=compile_s[key], host_us=host_us[key])
+                row = Row(precision, label, preset, kname, cfg.name, status[key],
+                          compile_s=compile_s.get(key, math.nan), host_us=host_us.get(key, math.nan))
                 rows.append(row)
                 if row.status != "ok":
                     continue
-                log(f"[{precision} N={n}] time {preset}/{kname}")
-                outs = [poisoned_output(precision, batch, M, N) for _ in dev_sets]
+                log(f"[{precision} {label}] time {preset}/{kname}")
+                if cfg.b_layout not in dev_sets:
+                    dev_sets[cfg.b_layout] = [to_device(precision, cfg.b_layout, *hs) for hs in host_sets]
+                outs = [poisoned_output(cfg, batch, M, N) for _ in host_sets]
                 plans = [plan_gemm(x, y, precision=precision, kernel=cfg, out=o, k=K)
-                         for (x, y), o in zip(dev_sets, outs)]
+                         for (x, y), o in zip(dev_sets[cfg.b_layout], outs)]
                 ms, _ = time_gpu(lambda i: plans[i % sets].launch(), repeats=args.repeats)
-                if not check_sample(outs[0], a, b, precision, K, rng):
+                if not check_sample(outs[0], a, b, precision, rng, cfg):
                     row.status = "FAIL"
-                    log(f"  {kname}: FAIL at N={n} (sampled check)")
+                    log(f"  {kname}: FAIL at {label} (sampled check)")
                     continue
                 row.ms, row.tops = ms, work / (ms * 1e-3) / 1e12
                 row.ceiling_pct = 100 * row.tops / ceiling_for(cfg, ceilings)
-                times[preset, kname, n] = ms
+                times[preset, kname, label] = ms
+                # Each result as it comes: a run cut short keeps what it measured.
+                log(f"  {kname}: {ms:.3f} ms, {row.tops:.1f} T(FL)OPS")
             del dev_sets
             for pname, prun, pcheck in ([] if args.no_peers else peer_runs(precision, M, N, K, batch, rng)):
-                log(f"[{precision} N={n}] time {pname}")
+                log(f"[{precision} {label}] time {pname}")
                 ms, _ = time_gpu(prun, repeats=args.repeats)
-                row = Row(precision, n, "library", pname, pname, "ok" if pcheck() else "FAIL")
+                row = Row(precision, label, "library", pname, pname, "ok" if pcheck() else "FAIL")
                 if row.status == "ok":
                     row.ms, row.tops = ms, work / (ms * 1e-3) / 1e12
                     row.ceiling_pct = 100 * row.tops / ceiling_for("int8" if precision == "int4" else precision, ceilings)
-                    times["library", precision, n] = ms
+                    times["library", precision, label] = ms
                 rows.append(row)
 
+    family_base = next(iter(registry.FAMILIES["tuned"][args.family])) if args.family else None
     for row in rows:   # ratios: other kernel's time over this one's, from this run
         if row.status != "ok" or math.isnan(row.ms):
             continue
@@ -352,6 +374,8 @@ def run(args):
         if row.preset != "library":
             row.vs_wmma = base / row.ms if base else math.nan
             row.vs_fp16_wmma = fp16 / row.ms if fp16 else math.nan
+            fam = times.get((row.preset, family_base, row.n))
+            row.vs_base = fam / row.ms if fam else math.nan
         row.vs_library = lib / row.ms if lib else math.nan
     return name, ceilings, rows
 
@@ -366,12 +390,15 @@ def table(rows):
     def f(x, fmt):
         return "" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
 
+    family = any(not math.isnan(r.vs_base) for r in rows)
+    headers = HEADERS[:8] + (["x base"] if family else []) + HEADERS[8:]
     body = [[r.precision, r.n, r.preset, r.kernel, r.status, f(r.ms, ".3f"), f(r.tops, ".1f"),
-             f(r.ceiling_pct, ".1f"), f(r.vs_wmma, ".2f"), f(r.vs_fp16_wmma, ".2f"),
+             f(r.ceiling_pct, ".1f")] + ([f(r.vs_base, ".2f")] if family else []) +
+            [f(r.vs_wmma, ".2f"), f(r.vs_fp16_wmma, ".2f"),
              f(r.vs_library, ".2f"), f(r.compile_s, ".1f"), f(r.host_us, ".0f")] for r in rows]
     # Numbers stay as formatted here (tabulate would re-parse "1.50" as 1.5).
-    align = ["left"] * 5 + ["right"] * (len(HEADERS) - 5)
-    return tabulate(body, headers=HEADERS, tablefmt="github", disable_numparse=True, colalign=align)
+    align = ["left"] * 5 + ["right"] * (len(headers) - 5)
+    return tabulate(body, headers=headers, tablefmt="github", disable_numparse=True, colalign=align)
 
 
 def parse(argv):
@@ -381,6 +408,10 @@ def parse(argv):
     ap.add_argument("--precision", nargs="+", choices=PRECISION_ORDER, default=list(PRECISION_ORDER))
     ap.add_argument("--kernels", nargs="+", help="registered names or config names")
     ap.add_argument("--sizes", nargs="+", type=int, default=list(SIZES))
+    ap.add_argument("--shapes", nargs="+", metavar="MxNxK",
+                    help="non-square problems instead of --sizes, e.g. 16x8192x8192 (memory-bound)")
+    ap.add_argument("--family", choices=("fp16", "int8", "int4", "int4_k64_ablation"),
+                    help="one family's kernels, with each one's ratio to the family's base")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--preset", choices=("paper", "tuned", "all"), default="all")
     ap.add_argument("--repeats", type=int, default=10)

@@ -25,6 +25,13 @@ class Precision:
         """Bytes that k elements take in a row (INT4: two per byte)."""
         return k * self.bits // 8
 
+    @property
+    def k_per_unit(self):
+        """K elements in one 16-bit unit of a K x N ("kn") B: ldmatrix.trans
+        moves 16-bit units, so K x N B is stored as (K / k_per_unit, N) units,
+        each holding consecutive k of one column (fp16: 1, INT4: 4)."""
+        return 16 // self.bits
+
 
 PRECISIONS = {
     "fp16": Precision("fp16", 16, "f32", (16, 8), (16, 16, 16), "f16", np.float16, np.float32),
@@ -52,8 +59,8 @@ class KernelConfig:
     warps_m: int = 2           # warp grid; warp tile = (bm / warps_m, bn / warps_n)
     warps_n: int = 2
     stages: int = 3            # cp.async pipeline depth, 2..5
-    a_ldmatrix: int = 4        # ldmatrix width (x1/x2/x4) for A fragments (mma)
-    b_ldmatrix: int = 4        # ldmatrix width for B fragments (mma)
+    a_ldmatrix: int = 4        # ldmatrix width (x1/x2/x4) for A fragments (mma); 0: ld.shared + packing
+    b_ldmatrix: int = 4        # ldmatrix width for B fragments (mma); 0: ld.shared + packing
     cache: str = "cg"          # cp.async cache operator: ca (L1 + L2) | cg (L2 only)
     evict: str = "none"        # L2 policy on the copies: none | evict_first | evict_last
     b_layout: str = "nk"       # nk: B is N x K ("B transposed"); kn: B is K x N
@@ -72,6 +79,8 @@ class KernelConfig:
             object.__setattr__(self, "mma_k", self.prec.mma_ks[0])
         if self.op == "wmma":
             object.__setattr__(self, "mma_k", self.prec.wmma[2])
+        if self.op == "dp4a":
+            object.__setattr__(self, "mma_k", 4)
         self.validate()
 
     # -- derived ------------------------------------------------------------
@@ -89,7 +98,9 @@ class KernelConfig:
 
     @property
     def op_shape(self):
-        """(m, n, k) of one warp-level operation."""
+        """(m, n, k) of one warp-level operation (dp4a: one thread, one output)."""
+        if self.op == "dp4a":
+            return 1, 1, 4
         if self.op == "wmma":
             return self.prec.wmma
         if self.unpack == "register":
@@ -133,9 +144,10 @@ class KernelConfig:
 
     @property
     def b_tile_shape(self):
-        """(rows, bytes per row) of B's shared tile before padding."""
+        """(rows, bytes per row) of B's shared tile before padding: rows of K
+        bytes (nk), or rows of 16-bit units of k (kn)."""
         if self.b_layout == "kn":
-            return self.bk, self.prec.kbytes(self.rows_b)
+            return self.bk // self.prec.k_per_unit, 2 * self.rows_b
         return self.rows_b, self.bk_bytes
 
     @property
@@ -158,6 +170,8 @@ class KernelConfig:
     def smem_bytes(self):
         """The pipeline's stages; a WMMA block tile that overhangs C is staged in
         the same memory after the main loop."""
+        if self.op == "dp4a":
+            return 0
         pipeline = self.stages * self.stage_bytes
         if self.op == "wmma":
             return max(pipeline, self.bm * self.c_tile_pitch * 4)
@@ -166,7 +180,7 @@ class KernelConfig:
     @property
     def name(self):
         """Derived from the fields: shape, then every field that is not the default."""
-        op = f"mma{self.mma_k}" if self.op == "mma" else "wmma"
+        op = f"mma{self.mma_k}" if self.op == "mma" else self.op
         s = (f"{self.precision}_{op}_{self.bm}x{self.bn}x{self.bk}"
              f"_w{self.warps_m}x{self.warps_n}_s{self.stages}")
         default = KernelConfig.__dataclass_fields__
@@ -176,7 +190,7 @@ class KernelConfig:
             if f == "acc" and value == self.prec.acc:
                 continue
             if value != default[f].default:
-                s += "_" + _SHORT[f](value)
+                s += "_" + field_suffix(f, value)
         return s
 
     def replace(self, **changes):
@@ -192,8 +206,12 @@ class KernelConfig:
         p = self.prec
         wm, wn = self.warp_tile
         om, on, ok = self.op_shape
-        if self.op not in ("mma", "wmma"):
-            err.append(f"op {self.op!r} is not mma or wmma")
+        if self.op not in ("mma", "wmma", "dp4a"):
+            err.append(f"op {self.op!r} is not mma, wmma or dp4a")
+        if self.op == "dp4a":     # no tensor cores: one thread per output of a bm x bn tile
+            if self.precision != "int8" or self.bm * self.bn != self.threads or self.b_layout != "nk":
+                raise ValueError("dp4a is int8 with B as N x K and one thread per output (bm * bn threads)")
+            return
         if self.op == "mma" and self.mma_k not in p.mma_ks:
             err.append(f"{self.precision} mma has k in {p.mma_ks}, not {self.mma_k}")
         if self.bm % self.warps_m or self.bn % self.warps_n or wm % om or wn % on:
@@ -209,16 +227,16 @@ class KernelConfig:
         if self.smem_pad % 16:
             err.append("smem_pad must be a multiple of 16 bytes (ldmatrix rows are 16-byte aligned)")
         for name, width in (("a_ldmatrix", self.a_ldmatrix), ("b_ldmatrix", self.b_ldmatrix)):
-            if width not in (1, 2, 4):
-                err.append(f"{name} must be 1, 2 or 4")
+            if width not in (0, 1, 2, 4):
+                err.append(f"{name} must be 1, 2 or 4 (ldmatrix .x1/.x2/.x4) or 0 (ld.shared + packing)")
         if self.cache not in ("ca", "cg"):
             err.append("cache must be ca or cg")
         if self.evict not in ("none", "evict_first", "evict_last"):
             err.append("evict must be none, evict_first or evict_last")
         if self.b_layout not in ("nk", "kn"):
             err.append("b_layout must be nk or kn")
-        if self.b_layout == "kn" and self.precision != "fp16":
-            err.append("K x N B is implemented for fp16 (ldmatrix.trans moves 16-bit units)")
+        if self.b_layout == "kn" and self.precision == "int8":
+            err.append("K x N int8 B is not implemented (its k-pairs would need their own layout)")
         if self.b_layout == "kn" and self.op == "wmma" and self.precision == "int4":
             err.append("sub-byte WMMA takes B col-major (N x K) only")
         if self.acc not in {"fp16": ("f32", "f16"), "int8": ("s32",), "int4": ("s32",)}[self.precision]:
@@ -241,8 +259,8 @@ class KernelConfig:
 
 
 _SHORT = {
-    "a_ldmatrix": lambda v: f"ldA{v}",
-    "b_ldmatrix": lambda v: f"ldB{v}",
+    "a_ldmatrix": lambda v: f"ldA{v}" if v else "packA",
+    "b_ldmatrix": lambda v: f"ldB{v}" if v else "packB",
     "cache": str,
     "evict": str,
     "b_layout": str,
@@ -254,3 +272,8 @@ _SHORT = {
     "unpack": lambda v: f"unpack{v}",
     "min_blocks": lambda v: f"min{v}",
 }
+
+
+def field_suffix(field, value):
+    """The name fragment a field's value adds to a config's name."""
+    return _SHORT[field](value)

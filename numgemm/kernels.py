@@ -38,9 +38,10 @@ _OUT = {"f32": types.float32, "s32": types.int32, "f16": types.uint16}   # f16 s
 
 
 def argtypes(cfg):
-    """Numba types of the kernel's arguments."""
+    """Numba types of the kernel's arguments: A, B as bytes (dp4a: 32-bit words)."""
     arr = lambda t: types.Array(t, 3, "A")  # noqa: E731 - any strides
-    return (arr(u8), arr(u8), arr(_OUT[cfg.acc]), i32, i32, i32, i32, i32, i32)
+    ab = u32 if cfg.op == "dp4a" else u8
+    return (arr(ab), arr(ab), arr(_OUT[cfg.acc]), i32, i32, i32, i32, i32, i32)
 
 
 def _device(fn):
@@ -84,6 +85,32 @@ def _setter(n):
             a[i + 2] = v[2]
             a[i + 3] = v[3]
     return _device(put)
+
+
+# --- shared-memory words, element by element (the "manual pack" loaders) ----------
+
+@_device
+def _ld8(addr):
+    """The byte at a .shared address (dynamic shared memory starts at its base)."""
+    sm = cuda.shared.array(0, u8)
+    return sm[addr - P.shared_addr(sm, 0)]
+
+
+@_device
+def _ld16(addr):
+    sm = cuda.shared.array(0, types.uint16)
+    return sm[(addr - P.shared_addr(sm, 0)) >> 1]
+
+
+def _packed_word(cfg):
+    """A 32-bit fragment register loaded element by element and packed: two
+    16-bit elements with mov.b32 (fp16), four bytes with prmt (int8, int4)."""
+    ptx = P.routines(cfg.linkage)
+    if cfg.precision == "fp16":
+        pack = ptx.pack_b16x2
+        return _device(lambda addr: pack(_ld16(addr), _ld16(addr + 2)))
+    pack = ptx.pack_b8x4
+    return _device(lambda addr: pack((_ld8(addr), _ld8(addr + 1), _ld8(addr + 2), _ld8(addr + 3))))
 
 
 # --- global -> shared ------------------------------------------------------------
@@ -148,9 +175,12 @@ def _mma_warp(cfg):
     ksteps = cfg.bk // cfg.op_shape[2]
     wa, wb = min(cfg.a_ldmatrix, mi * na), min(cfg.b_ldmatrix, nj * nb)
     kn = cfg.b_layout == "kn"
-    lda = getattr(ptx, f"ldmatrix_x{wa}")
-    ldb = getattr(ptx, f"ldmatrix_x{wb}" + ("_trans" if kn else ""))
-    put_a, put_b = _setter(wa), _setter(wb)
+    # Fragments by ldmatrix .x<w>, or (w = 0) word by word from ld.shared + packing.
+    lda = getattr(ptx, f"ldmatrix_x{wa}") if wa else None
+    ldb = getattr(ptx, f"ldmatrix_x{wb}" + ("_trans" if kn else "")) if wb else None
+    put_a, put_b = _setter(max(wa, 1)), _setter(max(wb, 1))
+    word = _packed_word(cfg)
+    pack16 = ptx.pack_b16x2
     get_c, put_c = _getter(nc), _setter(nc)
     n_acc, n_fa, n_fb = mi * nj * nc, mi * na, nj * nb     # array sizes must be constants
 
@@ -182,20 +212,36 @@ def _mma_warp(cfg):
         a_tile / b_tile: shared addresses of this warp's first A row / B row."""
         fa = cuda.local.array(n_fa, u32)
         fb = cuda.local.array(n_fb, u32)
-        # ldmatrix x<w>: lanes 8q..8q+7 address the rows of the q-th matrix.
-        for t in range(mi * na // wa):
-            q = t * wa + (lane >> 3) % wa          # this lane's matrix
-            i, r = q // na, q % na
-            row = i * 16 + (r % 2) * 8 + (lane & 7)
-            put_a(fa, t * wa, lda(a_tile + row * pitch_a + kk * ksb + (r // 2) * 16))
-        for t in range(nj * nb // wb):
-            q = t * wb + (lane >> 3) % wb
-            j, r = q // nb, q % nb
-            if kn:       # B is K x N in shared memory: k rows, transposed on load
-                addr = b_tile + (kk * ksb // 2 + r * 8 + (lane & 7)) * pitch_b + j * 16
-            else:
-                addr = b_tile + (j * 8 + (lane & 7)) * pitch_b + kk * ksb + r * 16
-            put_b(fb, t * wb, ldb(addr))
+        g4 = (lane & 3) * 4                         # this lane's bytes in a fragment row
+        if wa:  # ldmatrix x<w>: lanes 8q..8q+7 address the rows of the q-th matrix.
+            for t in range(mi * na // wa):
+                q = t * wa + (lane >> 3) % wa          # this lane's matrix
+                i, r = q // na, q % na
+                row = i * 16 + (r % 2) * 8 + (lane & 7)
+                put_a(fa, t * wa, lda(a_tile + row * pitch_a + kk * ksb + (r // 2) * 16))
+        else:   # register r of fragment i: 4 bytes of row 16i + 8(r % 2) + lane / 4
+            for q in range(mi * na):
+                i, r = q // na, q % na
+                row = i * 16 + (r % 2) * 8 + (lane >> 2)
+                fa[q] = word(a_tile + row * pitch_a + kk * ksb + (r // 2) * 16 + g4)
+        if wb:
+            for t in range(nj * nb // wb):
+                q = t * wb + (lane >> 3) % wb
+                j, r = q // nb, q % nb
+                if kn:   # B is K x N in shared memory: rows of k units, transposed on load
+                    addr = b_tile + (kk * ksb // 2 + r * 8 + (lane & 7)) * pitch_b + j * 16
+                else:
+                    addr = b_tile + (j * 8 + (lane & 7)) * pitch_b + kk * ksb + r * 16
+                put_b(fb, t * wb, ldb(addr))
+        else:
+            for q in range(nj * nb):
+                j, r = q // nb, q % nb
+                if kn:   # two 16-bit k units of column 8j + lane / 4, from rows 2t and 2t + 1
+                    row = kk * ksb // 2 + r * 8 + (lane & 3) * 2
+                    addr = b_tile + row * pitch_b + (j * 8 + (lane >> 2)) * 2
+                    fb[q] = pack16(_ld16(addr), _ld16(addr + pitch_b))
+                else:
+                    fb[q] = word(b_tile + (j * 8 + (lane >> 2)) * pitch_b + kk * ksb + r * 16 + g4)
         for i in range(mi):
             for j in range(nj):
                 mma_tile(acc, (i * nj + j) * nc, fa, i * na, fb, j * nb)
@@ -322,8 +368,32 @@ def _generated(name, params, lines, env):
 
 # --- the kernel ------------------------------------------------------------------------
 
+def _dp4a_function(cfg):
+    """int8 on the CUDA cores: one thread per output, a row of A against a row
+    of B (N x K), four bytes per dp4a. The reference point without tensor cores."""
+    dp4a = P.routines(cfg.linkage).dp4a_s8
+    bm, bn = cfg.bm, cfg.bn
+
+    def gemm_kernel(A, B, C, M, N, K, KB, NB, c_aligned):
+        tid = cuda.threadIdx.x
+        tm, tn = _divmod32(cuda.blockIdx.x, (N + bn - 1) // bn)
+        row, col = tm * bm + tid // bn, tn * bn + tid % bn
+        z = cuda.blockIdx.z
+        zb = z if B.shape[0] > 1 else 0
+        if row < M and col < N:
+            acc = i32(0)
+            for w in range(KB >> 2):
+                acc = dp4a(A[z, row, w], B[zb, col, w], acc)
+            C[z, row, col] = acc
+
+    gemm_kernel.__name__ = cfg.name
+    return gemm_kernel
+
+
 def kernel_function(cfg: KernelConfig):
     """The Python function of cfg's kernel, ready for cuda.jit or offline build."""
+    if cfg.op == "dp4a":
+        return _dp4a_function(cfg)
     ptx = P.routines(cfg.linkage)
     init, tile_step, store = (_wmma_warp if cfg.op == "wmma" else _mma_warp)(cfg)
     setup_a, load_a = _tile_loader(cfg, cfg.rows_a, cfg.bk_bytes, cfg.pitch_a)
@@ -340,8 +410,9 @@ def kernel_function(cfg: KernelConfig):
     pipe_bytes = stages * stage_bytes
     kn = cfg.b_layout == "kn"
     pitch_a, pitch_b = cfg.pitch_a, cfg.pitch_b
-    b_esize = cfg.prec.bits // 8            # K x N B is fp16: 2 bytes per column
+    b_esize = 2                             # K x N B: one 16-bit unit per column
     a_tile_rows, b_tile_rows = cfg.rows_a, cfg.b_tile_shape[0]
+    bk_units = bk // cfg.prec.k_per_unit    # rows of a K x N B tile
 
     @_device
     def tile_of(pid, tiles_m, tiles_n):
@@ -356,6 +427,8 @@ def kernel_function(cfg: KernelConfig):
         return first + row, col
 
     def gemm_kernel(A, B, C, M, N, K, KB, NB, c_aligned):
+        """K: rows of B when it is K x N (k units), else unused; KB: bytes of K
+        in a row of A; NB: bytes in a row of a K x N B."""
         tid = cuda.threadIdx.x
         warp, lane = tid >> 5, tid & 31
         wr, wc = warp // warps_n, warp % warps_n
@@ -382,7 +455,7 @@ def kernel_function(cfg: KernelConfig):
         if kn:                 # B rows are k: the row offset moves, the column stays
             b_base, b_src, b_r, b_col = setup_b(B, zb, 0, copier)
             b_src += b_row0 * b_esize
-            b_step = bk * B.strides[1]
+            b_step = bk_units * B.strides[1]
             b_cols_ok = i32(b_row0 * b_esize + b_col) < NB
         else:
             b_base, b_src, b_r, b_col = setup_b(B, zb, b_row0, copier)
@@ -398,7 +471,7 @@ def kernel_function(cfg: KernelConfig):
             load_a(a_base, a_src + kb0, A.strides[1], a_rows, a_tile_rows - a_r,
                    kb0 + a_col < KB, a_dst + off, policy)
             if kn:
-                load_b(b_base, b_src + kt * b_step, B.strides[1], i32(K - kt * bk - b_r),
+                load_b(b_base, b_src + kt * b_step, B.strides[1], i32(K - kt * bk_units - b_r),
                        b_tile_rows - b_r, b_cols_ok, b_dst + off, policy)
             else:
                 load_b(b_base, b_src + kb0, B.strides[1], b_rows, b_tile_rows - b_r,
@@ -454,9 +527,11 @@ def expected_sass(cfg, target):
     reported by numgemm.inspect.s4_note)."""
     from .toolchain import has_native_s4_mma, parse_target
 
+    if cfg.op == "dp4a":
+        return "IDP.4A.S8.S8", False
     s4 = cfg.precision == "int4" and cfg.unpack == "none"
     if s4 and not has_native_s4_mma(parse_target(target)):
-        return "IMMA.16832.S8.S8" if cfg.op == "mma" else "IMMA.8816.S8.S8", True
+        return "IMMA", True                 # the emulation's s8 IMMA, behind calls
     if cfg.op == "wmma":
         return {"fp16": "HMMA.16816.F32", "int8": "IMMA.16816.S8.S8", "int4": "IMMA.8832.S4.S4"}[cfg.precision], False
     m, n, k = cfg.op_shape

@@ -34,15 +34,49 @@ def unpack_int4(p, k=None):
     return np.where(nib >= 8, nib.astype(np.int16) - 16, nib).astype(np.int8)
 
 
+def pack_int4_kn(b):
+    """Integers in [-8, 7], a K x N B of shape (..., K, N) -> uint16 of shape
+    (..., ceil(K/4), N): the K x N INT4 layout, four consecutive k of one
+    column per 16-bit unit (element 4j+q in bits 4q..4q+3 of unit j), which
+    ldmatrix.trans turns into mma fragments. It is pack_int4 of B's transpose,
+    read as 16-bit units and transposed back. K is padded with zeros."""
+    b = np.asarray(b)
+    pad = -b.shape[-2] % 4
+    if pad:
+        b = np.concatenate([b, np.zeros((*b.shape[:-2], pad, b.shape[-1]), b.dtype)], axis=-2)
+    packed = pack_int4(np.swapaxes(b, -1, -2))            # (..., N, K/2) bytes
+    return np.ascontiguousarray(np.swapaxes(packed.view(np.uint16), -1, -2))
+
+
+def unpack_int4_kn(units, k=None):
+    """uint16 (..., ceil(K/4), N) from pack_int4_kn -> int8 (..., K, N)."""
+    units = np.asarray(units)
+    if units.dtype != np.uint16:
+        raise TypeError(f"unpack_int4_kn takes uint16 units, got dtype {units.dtype}")
+    packed = np.ascontiguousarray(np.swapaxes(units, -1, -2)).view(np.uint8)
+    k = 4 * units.shape[-2] if k is None else k
+    if not 4 * units.shape[-2] - 3 <= k <= 4 * units.shape[-2]:
+        raise ValueError(f"unpack_int4_kn: k={k} does not fit {units.shape[-2]} rows of units")
+    return np.swapaxes(unpack_int4(packed)[..., :k], -1, -2)
+
+
 def reference(a, b, precision, b_layout="kn", k=None):
     """The exact product every kernel is checked against.
 
     Integers in int64 (exact), fp16 in float64. a is (..., M, K); b is
     (..., K, N) for b_layout 'kn' or (..., N, K) for 'nk'. INT4 operands come
-    packed along K (a: (..., M, K/2); b: (..., N, K/2) or (..., K/2, N)).
+    packed: a (..., M, K/2); b (..., N, K/2) for 'nk', or pack_int4_kn's
+    (..., K/4, N) uint16 units for 'kn'.
     """
+    if precision == "int4" and b_layout == "kn":         # 16-bit units of 4 k
+        b = unpack_int4_kn(b, k)
+        b_layout, precision_b = "kn", "int8"
+    else:
+        precision_b = precision
     b_nk = np.asarray(b) if b_layout == "nk" else np.swapaxes(np.asarray(b), -1, -2)
     if precision == "int4":
-        a, b_nk = unpack_int4(a, k), unpack_int4(b_nk, k)
+        a = unpack_int4(a, k)
+    if precision_b == "int4":
+        b_nk = unpack_int4(b_nk, k)
     wide = np.float64 if precision == "fp16" else np.int64
     return np.asarray(a).astype(wide) @ np.swapaxes(b_nk.astype(wide), -1, -2)

@@ -18,7 +18,8 @@ tiling as their mma twins (unlike the study's INT4 WMMA, which used 8 x 8
 warp tiles).
 """
 
-from .config import KernelConfig
+from .config import KernelConfig, field_suffix
+from .toolchain import has_native_s4_mma
 
 PRESETS = ("paper", "tuned")
 
@@ -28,24 +29,66 @@ _TUNED = dict(bm=128, bn=128, warps_m=2, warps_n=2, stages=3, cache="cg", raster
 
 
 def _families(preset):
-    """{kernel name: config} for one preset, built from one base per precision."""
+    """{family: {kernel name: config}} for one preset, from one base per precision."""
     paper = preset == "paper"
     tiling = _PAPER if paper else _TUNED
     # BK: one mma's k in the study; 128 bytes of K per stage when tuned.
     fp16 = KernelConfig("fp16", b_layout="kn", bk=16 if paper else 64, **tiling)
     int8 = KernelConfig("int8", mma_k=32, bk=32 if paper else 128, **tiling)
     int4 = KernelConfig("int4", mma_k=64, bk=64 if paper else 256, **tiling)
-    return {
-        "fp16_wmma": fp16.replace(op="wmma"),
-        "fp16_ptx_mma": fp16,
-        "int8_wmma": int8.replace(op="wmma", bk=16) if paper else int8.replace(op="wmma"),
-        "int8_ptx_mma_k32": int8,
-        "int4_wmma": int4.replace(op="wmma"),
-        "int4_ptx_mma_k64": int4,
+    manual = dict(a_ldmatrix=0, b_ldmatrix=0)      # ld.shared + packing instead of ldmatrix
+    families = {
+        "fp16": {
+            "fp16_wmma": fp16.replace(op="wmma"),
+            "fp16_ptx_mma": fp16,
+            "fp16_ptx_k8": fp16.replace(mma_k=8),
+            "fp16_ptx_fp16acc": fp16.replace(acc="f16"),
+            "fp16_ptx_3stage": fp16.replace(stages=3),
+            "fp16_ptx_manual_pack": fp16.replace(**manual),
+        },
+        "int8": {
+            "int8_wmma": int8.replace(op="wmma", bk=16) if paper else int8.replace(op="wmma"),
+            "int8_ptx_mma_k16": int8.replace(mma_k=16),
+            "int8_ptx_mma_k32": int8,
+            "int8_ptx_manual_pack": int8.replace(**manual),
+            "int8_ptx_3stage": int8.replace(stages=3),
+            # No tensor cores: the reference point below the family.
+            "int8_dp4a": KernelConfig("int8", op="dp4a", bm=16, bn=16, warps_m=1, warps_n=8),
+        },
+        "int4": {
+            "int4_wmma": int4.replace(op="wmma"),
+            "int4_ptx_mma_k32": int4.replace(mma_k=32),
+            "int4_ptx_manual_pack": int4.replace(**manual),
+            "int4_ptx_mma_k64": int4,
+            "int4_ptx_3stage": int4.replace(stages=3),
+            # Hopper: s4 widened to s8 in registers, then m16n8k32.s8 (s4 mma is emulated there).
+            "int4_ptx_unpack_s8": int4.replace(unpack="register"),
+        },
+        "int4_k64_ablation": _ablations("int4_ptx_mma_k64", int4),
     }
+    if not paper:
+        # Memory-bound shapes (small M, quantized inference): 16-row tiles, long
+        # K stages, 64 threads, so that N / 64 blocks stream B.
+        skinny = dict(bm=16, bn=64, warps_m=1, warps_n=2, stages=4, min_blocks=1)
+        families["int8"]["int8_ptx_mma_k32_m16"] = int8.replace(bk=256, **skinny)
+        families["int4"]["int4_ptx_unpack_s8_m16"] = int4.replace(bk=512, unpack="register", **skinny)
+    return families
 
 
-REGISTRY = {preset: _families(preset) for preset in PRESETS}
+def _ablations(name, base):
+    """The study's INT4 k64 ablations, each one field away from the base."""
+    variants = {name: base}
+    for field, values in (("a_ldmatrix", (1, 2, 4)), ("b_ldmatrix", (1, 2)), ("cache", ("ca", "cg")),
+                          ("evict", ("none", "evict_first", "evict_last")), ("b_layout", ("nk", "kn"))):
+        for value in values:
+            if value != getattr(base, field):
+                variants[f"{name}_{field_suffix(field, value)}"] = base.replace(**{field: value})
+    return variants
+
+
+FAMILIES = {preset: _families(preset) for preset in PRESETS}
+REGISTRY = {preset: {n: c for fam in FAMILIES[preset].values() for n, c in fam.items()}
+            for preset in PRESETS}
 
 #: The WMMA baseline each kernel is compared with in the bench.
 BASELINE = {"fp16": "fp16_wmma", "int8": "int8_wmma", "int4": "int4_wmma"}
@@ -67,12 +110,30 @@ def get(name, preset="tuned"):
     raise KeyError(f"no kernel {name!r} in preset {preset!r}; known: {', '.join(REGISTRY[preset])}")
 
 
-def default(precision, b_layout, preset="tuned"):
-    """The kernel gemm() uses for a precision and B layout."""
-    for cfg in REGISTRY[preset].values():
-        if cfg.precision == precision and cfg.op == "mma" and cfg.b_layout == b_layout:
-            return cfg
+def default(precision, b_layout, preset="tuned", cc=None, m=None):
+    """The kernel gemm() uses: per precision and B layout; for INT4 the one that
+    suits the GPU (widening to s8 where s4 mma is emulated: sm_90); for
+    M <= 16 the small-M tiling where there is one."""
+    if precision == "int4" and b_layout == "nk" and cc is not None:
+        name = "int4_ptx_mma_k64" if has_native_s4_mma(cc) else "int4_ptx_unpack_s8"
+    else:
+        name = {"fp16": "fp16_ptx_mma", "int8": "int8_ptx_mma_k32", "int4": "int4_ptx_mma_k64"}[precision]
+    if m is not None and m <= 16 and f"{name}_m16" in REGISTRY[preset]:
+        name += "_m16"
+    cfg = REGISTRY[preset][name]
+    if cfg.b_layout == b_layout:
+        return cfg
+    for other in REGISTRY[preset].values():     # e.g. the K x N INT4 ablation
+        if other.precision == precision and other.op == "mma" and other.b_layout == b_layout:
+            return other
     raise ValueError(f"no {preset} {precision} kernel takes B as {b_layout.upper()}; "
-                     f"{precision} kernels take B as " + " or ".join(
-                         sorted({c.b_layout.upper() for c in REGISTRY[preset].values()
-                                 if c.precision == precision})))
+                     f"{precision} kernels take B as {cfg.b_layout.upper()}")
+
+
+def describe_default(precision, cc, preset="tuned"):
+    """One line saying which INT4 kernel suits this GPU, and why."""
+    cfg = default(precision, "nk", preset, cc)
+    why = ("s4 mma.sync is native here" if has_native_s4_mma(cc) else
+           "s4 mma.sync is emulated here, so s4 is widened to s8 in registers")
+    name = next(n for n, c in REGISTRY[preset].items() if c is cfg)
+    return f"{precision} default on sm_{cc[0]}{cc[1]}: {name} ({why})"

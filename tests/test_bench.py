@@ -32,11 +32,11 @@ def test_without_a_gpu_it_says_so_in_one_line():
 @pytest.mark.parametrize("precision", bench.PRECISION_ORDER)
 def test_checks_catch_wrong_results(precision, rng):
     """The full and sampled checks fail on a wrong output, pass on the right one."""
-    K = 40
-    a, b = bench.make_inputs(precision, 2, 24, 16, K, rng)
-    ref = bench.reference(precision, a, b, K).astype(np.float32 if precision == "fp16" else np.int32)
-    assert bench.check_full(ref, ref, precision)
-    wrong = ref.copy()
+    a, b = bench.make_inputs(precision, 2, 24, 16, 40, rng)
+    ref = bench.reference(precision, a, b)
+    out = ref.astype(np.float32 if precision == "fp16" else np.int32)
+    assert bench.check_full(out, ref, precision)
+    wrong = out.copy()
     wrong[1, 3, 5] += 7
     assert not bench.check_full(wrong, ref, precision)
 
@@ -47,8 +47,15 @@ def test_checks_catch_wrong_results(precision, rng):
         def copy_to_host(self):
             return self.x
 
-    assert bench.check_sample(Dev(ref), a, b, precision, K, rng)
-    assert not bench.check_sample(Dev(np.zeros_like(ref)), a, b, precision, K, rng)
+    assert bench.check_sample(Dev(out), a, b, precision, rng)
+    assert not bench.check_sample(Dev(np.zeros_like(out)), a, b, precision, rng)
+
+
+def test_family_selection_has_the_base_first():
+    chosen = bench.select(bench.parse(["--family", "int4_k64_ablation", "--preset", "tuned"]))
+    names = [n for _, n, _ in chosen]
+    assert names[0] == "int4_ptx_mma_k64" and len(names) >= 8
+    assert {"int4_ptx_mma_k64_ldA1", "int4_ptx_mma_k64_ca", "int4_ptx_mma_k64_kn"} <= set(names)
 
 
 def test_table_has_the_columns():

@@ -5,7 +5,7 @@ import pytest
 
 from numgemm import registry
 from numgemm.kernels import build_config, expected_sass
-from numgemm.quant import pack_int4, unpack_int4
+from numgemm.quant import pack_int4
 
 REGISTERED = [(p, n) for p in registry.PRESETS for n in registry.names(p)]
 
@@ -17,11 +17,16 @@ def test_sass(preset, name, target):
     b = build_config(cfg, target)
     opcode, calls_expected = expected_sass(cfg, target)
     assert b.count(opcode) >= 1, f"{cfg.name} on {target}: no {opcode}"
-    assert b.local_bytes == 0 and b.count("LDL") == 0 and b.count("STL") == 0, b.summary()
+    # Emulated s4 (sm_90) runs ptxas's own routines; the element-wise loaders
+    # (manual pack) need more registers than the 255 two blocks per SM allow.
+    # Both may spill; every other kernel keeps everything in registers.
+    if not (calls_expected or cfg.a_ldmatrix == 0):
+        assert b.local_bytes == 0 and b.count("LDL") == 0 and b.count("STL") == 0, b.summary()
     if not calls_expected:
         assert b.calls == 0, f"{cfg.name} on {target} calls a function"
     if cfg.op == "mma":
-        assert b.count("LDSM") >= 1 and b.count("LDGSTS") >= 1
+        assert b.count("LDGSTS") >= 1
+        assert b.count("LDSM") >= 1 or cfg.a_ldmatrix == cfg.b_ldmatrix == 0
 
 
 def test_s4_on_hopper_is_emulated_not_native():
@@ -41,47 +46,69 @@ def test_link_linkage_calls_the_ptx():
 SHAPES = [(2, 520, 1000, 776), (1, 64, 48, 128), (3, 17, 300, 96)]
 
 
-def operands(precision, batch, M, N, K, rng):
-    """Host a, b (b in the kernel's layout: fp16 K x N; int8/int4 a transposed N x K)
-    and the exact reference."""
-    if precision == "fp16":
+def operands(cfg, batch, M, N, K, rng):
+    """Host a, b in the kernel's layouts and the exact reference."""
+    from numgemm.quant import pack_int4_kn
+
+    if cfg.precision == "fp16":
         a = rng.standard_normal((batch, M, K)).astype(np.float16)
         b = rng.standard_normal((batch, K, N)).astype(np.float16)
         return a, b, a.astype(np.float64) @ b.astype(np.float64)
-    lo = -128 if precision == "int8" else -8
+    lo = -128 if cfg.precision == "int8" else -8
     a = rng.integers(lo, -lo, (batch, M, K))
     bt = rng.integers(lo, -lo, (batch, N, K))
     ref = a @ np.swapaxes(bt, 1, 2)
-    if precision == "int4":
-        a, bt = pack_int4(a), pack_int4(bt)
-        assert np.array_equal(unpack_int4(a, K), a_ := unpack_int4(a, K)) and a_.shape[-1] == K
-    else:
-        a, bt = a.astype(np.int8), bt.astype(np.int8)
-    return a, np.swapaxes(bt, 1, 2), ref
+    if cfg.precision == "int8":
+        return a.astype(np.int8), np.swapaxes(bt.astype(np.int8), 1, 2), ref
+    if cfg.b_layout == "kn":                  # K x N INT4: 16-bit units of 4 k
+        return pack_int4(a), pack_int4_kn(np.swapaxes(bt, 1, 2)), ref
+    return pack_int4(a), np.swapaxes(pack_int4(bt), 1, 2), ref
 
 
-def assert_matches(got, ref, precision):
-    if precision == "fp16":
+def assert_matches(got, ref, cfg):
+    if cfg.precision == "fp16":
+        got = got.astype(np.float64)
         assert np.all(np.isfinite(got))
-        assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-3
+        tol = 2e-2 if cfg.acc == "f16" else 1e-3     # f16 accumulation rounds at every step
+        assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < tol
     else:
         np.testing.assert_array_equal(got.astype(np.int64), ref)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("preset,name", REGISTERED)
-def test_kernel_gpu(preset, name, shape, rng):
+def test_kernel_gpu(preset, name, rng):
+    """Every shape in one test: the kernel compiles once."""
     from numba import cuda
 
     import numgemm
 
     cfg = registry.get(name, preset)
-    batch, M, N, K = shape
-    if cfg.precision == "int4":
-        K -= 1                                           # odd K: a padded nibble
-    a, b, ref = operands(cfg.precision, batch, M, N, K, rng)
-    poison = np.nan if cfg.precision == "fp16" else -(2**31)
-    out = cuda.to_device(np.full((batch, M, N), poison, np.dtype(cfg.prec.out_dtype)))
-    numgemm.gemm(a, b, precision=cfg.precision, kernel=name, preset=preset, out=out, k=K)
-    assert_matches(out.copy_to_host(), ref, cfg.precision)
+    if cfg.evict != "none" and cuda.get_current_device().compute_capability == (9, 0):
+        with pytest.raises(RuntimeError, match="faults inside these GEMMs on sm_90"):
+            numgemm.gemm(*operands(cfg, 1, 32, 32, 64, rng)[:2], precision=cfg.precision, kernel=name,
+                         preset=preset)
+        return
+    for batch, M, N, K in SHAPES:
+        if cfg.precision == "int4":
+            K -= 1                                       # odd K: a padded nibble
+        a, b, ref = operands(cfg, batch, M, N, K, rng)
+        out_dtype = np.float16 if cfg.acc == "f16" else np.dtype(cfg.prec.out_dtype)
+        poison = np.nan if cfg.precision == "fp16" else -(2**31)
+        out = cuda.to_device(np.full((batch, M, N), poison, out_dtype))
+        numgemm.gemm(a, b, precision=cfg.precision, kernel=name, preset=preset, out=out, k=K)
+        assert_matches(out.copy_to_host(), ref, cfg)
+
+
+@pytest.mark.gpu
+def test_int4_default_suits_the_gpu(rng):
+    from numba import cuda
+
+    import numgemm
+    from numgemm.toolchain import has_native_s4_mma
+
+    cc = cuda.get_current_device().compute_capability
+    cfg = registry.default("int4", "nk", "tuned", cc)
+    assert (cfg.unpack == "none") == has_native_s4_mma(cc)
+    a, b, ref = operands(cfg, 1, 64, 64, 128, rng)
+    assert np.array_equal(numgemm.gemm(a, b, precision="int4"), ref)

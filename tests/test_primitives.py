@@ -281,6 +281,41 @@ def unpack_reference(words):
     return np.stack([vals[:, 0::2], vals[:, 1::2]], 1).view(np.uint32)[..., 0]
 
 
+# --- packing and dp4a ---------------------------------------------------------------
+
+def scalar_kernel(ns, routine):
+    """out[i] = routine applied to row i of x (its arity: 2, tuple of 4, or 3)."""
+    fn = getattr(ns, routine)
+    if routine == "pack_b16x2":
+        def kernel(x, out):
+            i = cuda.grid(1)
+            if i < out.size:
+                out[i] = fn(x[i, 0], x[i, 1])
+    elif routine == "pack_b8x4":
+        def kernel(x, out):
+            i = cuda.grid(1)
+            if i < out.size:
+                out[i] = fn((x[i, 0], x[i, 1], x[i, 2], x[i, 3]))
+    else:
+        def kernel(x, out):
+            i = cuda.grid(1)
+            if i < out.size:
+                out[i] = fn(x[i, 0], x[i, 1], x[i, 2])
+    return kernel
+
+
+def scalar_reference(routine, x):
+    if routine == "pack_b16x2":
+        return (x[:, 0] & 0xFFFF) | ((x[:, 1] & 0xFFFF) << 16)
+    if routine == "pack_b8x4":
+        return sum((x[:, j] & 0xFF) << (8 * j) for j in range(4))
+    a, b = (x[:, j].astype(np.uint32).view(np.int8).reshape(-1, 4).astype(np.int64) for j in (0, 1))
+    return ((a * b).sum(1) + x[:, 2].astype(np.uint32).view(np.int32)).astype(np.int32).view(np.uint32)
+
+
+SCALARS = [("pack_b16x2", "PRMT"), ("pack_b8x4", "PRMT"), ("dp4a_s8", "IDP.4A.S8.S8")]
+
+
 # --- WMMA ---------------------------------------------------------------------------
 
 WMMA_CASES = [("f16", "nk"), ("f16", "kn"), ("s8", "nk"), ("s8", "kn"), ("s4", "nk")]
@@ -362,6 +397,8 @@ def offline_cases():
         yield (f"cp_async_wait_{n}", lambda ns, n=n: cp_wait_kernel(n, ns),
                (u32[::1], u32[::1]), "DEPBAR.LE")
     yield "unpack_s4_s8", unpack_kernel, (u32[::1], u32[:, ::1]), "LOP3"
+    for routine, sass in SCALARS:
+        yield routine, lambda ns, r=routine: scalar_kernel(ns, r), (u32[:, ::1], u32[::1]), sass
 
 
 OFFLINE = list(offline_cases())
@@ -479,6 +516,16 @@ def test_unpack_gpu(linkage, rng):
     out = cuda.to_device(np.zeros((words.size, 2), np.uint32))
     cuda.jit(unpack_kernel(P.routines(linkage)))[words.size // 128, 128](cuda.to_device(words), out)
     np.testing.assert_array_equal(out.copy_to_host(), unpack_reference(words))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("linkage", P.LINKAGES)
+@pytest.mark.parametrize("routine", [r for r, _ in SCALARS])
+def test_scalar_routines_gpu(routine, linkage, rng):
+    x = rng.integers(0, 2**32, (1024, 4), dtype=np.uint64).astype(np.uint32)
+    out = cuda.to_device(np.zeros(1024, np.uint32))
+    cuda.jit(scalar_kernel(P.routines(linkage), routine))[8, 128](cuda.to_device(x), out)
+    np.testing.assert_array_equal(out.copy_to_host(), scalar_reference(routine, x.astype(np.uint64)).astype(np.uint32))
 
 
 @pytest.mark.gpu

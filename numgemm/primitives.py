@@ -273,38 +273,36 @@ def _element_pointer(context, builder, arrty, arr, index):
     return builder.gep(data, [index])
 
 
-@intrinsic
-def shared_addr(typingctx, arr, index):
-    """shared_addr(arr, i) -> uint32: the .shared address of element i of a
+def _address(name, space, bits, doc):
+    """An intrinsic (arr, i) -> the address of element i in a PTX state space:
+    the generic pointer cast to LLVM address space `space`, as a `bits`-bit
+    integer. LLVM folds the cast where it knows the space already."""
+    ret = types.uint32 if bits == 32 else types.uint64
+
+    def typer(typingctx, arr, index):
+        if not isinstance(arr, types.Array) or not isinstance(index, types.Integer):
+            return None
+
+        def codegen(context, builder, sig, args):
+            ptr = _element_pointer(context, builder, sig.args[0], args[0], args[1])
+            cast = builder.addrspacecast(ptr, ir.PointerType(ptr.type.pointee, space))
+            return builder.ptrtoint(cast, ir.IntType(bits))
+
+        return ret(arr, index), codegen
+
+    typer.__name__ = typer.__qualname__ = name
+    typer.__doc__ = doc
+    return intrinsic(typer)
+
+
+shared_addr = _address("shared_addr", 3, 32, """shared_addr(arr, i) -> uint32: the .shared address of element i of a
     shared array, counted in elements from its first (pointer arithmetic, so
     it is the flat C-order index of a contiguous array). This is the operand
-    ldmatrix and cp.async take as destination; LLVM folds the conversion
-    from the generic pointer, so it costs no instruction."""
-    if not isinstance(arr, types.Array) or not isinstance(index, types.Integer):
-        return None
+    ldmatrix and cp.async take as destination; it costs no instruction.""")
 
-    def codegen(context, builder, sig, args):
-        ptr = _element_pointer(context, builder, sig.args[0], args[0], args[1])
-        shared = builder.addrspacecast(ptr, ir.PointerType(ptr.type.pointee, 3))
-        return builder.ptrtoint(shared, ir.IntType(32))
-
-    return types.uint32(arr, index), codegen
-
-
-@intrinsic
-def global_addr(typingctx, arr, index):
-    """global_addr(arr, i) -> uint64: the .global address of element i of a
+global_addr = _address("global_addr", 1, 64, """global_addr(arr, i) -> uint64: the .global address of element i of a
     device array (flat, in elements from its first), the source operand of
-    cp.async."""
-    if not isinstance(arr, types.Array) or not isinstance(index, types.Integer):
-        return None
-
-    def codegen(context, builder, sig, args):
-        ptr = _element_pointer(context, builder, sig.args[0], args[0], args[1])
-        glob = builder.addrspacecast(ptr, ir.PointerType(ptr.type.pointee, 1))
-        return builder.ptrtoint(glob, ir.IntType(64))
-
-    return types.uint64(arr, index), codegen
+    cp.async.""")
 
 
 @intrinsic

@@ -201,36 +201,26 @@ CP_ASYNC = [(cache, policy) for cache in ("ca", "cg")
 
 def cp_async_kernel(cache, policy, ns):
     """Lane l copies 16 bytes, or writes 16 zeros where valid[l] == 0."""
-    copy = getattr(ns, f"cp_async_{cache}" + ("_hint" if policy else ""))
-    make_policy = getattr(ns, f"policy_{policy}") if policy else None
     commit, wait = ns.cp_async_commit, ns.cp_async_wait_0
-
     if policy:
-        def kernel(src, valid, out):
-            sm = cuda.shared.array(128, u32)
-            l = cuda.laneid
-            for i in range(4):
-                sm[l * 4 + i] = 0xDEADBEEF
-            cuda.syncwarp()
-            copy(P.shared_addr(sm, l * 4), P.global_addr(src, l * 4), valid[l], make_policy())
-            commit()
-            wait()
-            cuda.syncwarp()
-            for i in range(4):
-                out[l * 4 + i] = sm[l * 4 + i]
+        hinted, make_policy = getattr(ns, f"cp_async_{cache}_hint"), getattr(ns, f"policy_{policy}")
+        copy = cuda.jit(device=True, inline="always")(
+            lambda dst, src, valid: hinted(dst, src, valid, make_policy()))
     else:
-        def kernel(src, valid, out):
-            sm = cuda.shared.array(128, u32)
-            l = cuda.laneid
-            for i in range(4):
-                sm[l * 4 + i] = 0xDEADBEEF
-            cuda.syncwarp()
-            copy(P.shared_addr(sm, l * 4), P.global_addr(src, l * 4), valid[l])
-            commit()
-            wait()
-            cuda.syncwarp()
-            for i in range(4):
-                out[l * 4 + i] = sm[l * 4 + i]
+        copy = getattr(ns, f"cp_async_{cache}")
+
+    def kernel(src, valid, out):
+        sm = cuda.shared.array(128, u32)
+        l = cuda.laneid
+        for i in range(4):
+            sm[l * 4 + i] = 0xDEADBEEF
+        cuda.syncwarp()
+        copy(P.shared_addr(sm, l * 4), P.global_addr(src, l * 4), valid[l])
+        commit()
+        wait()
+        cuda.syncwarp()
+        for i in range(4):
+            out[l * 4 + i] = sm[l * 4 + i]
     return kernel
 
 

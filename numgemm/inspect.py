@@ -38,8 +38,7 @@ class Build:
     sass: str = field(repr=False)
     registers: int
     shared_bytes: int               # static shared memory
-    local_bytes: int                # stack frame / local memory per thread
-    linker_log: str = field(repr=False, default="")
+    local_bytes: int                # stack frame + local memory per thread: spills land here
 
     @property
     def instructions(self):
@@ -63,15 +62,6 @@ class Build:
         label (.L_x_n) as a branch idiom; those are control flow, not calls."""
         return sum(1 for line in self.sass.splitlines()
                    if _INSTR.match(line) and " CALL" in line and "`(.L_" not in line)
-
-    @property
-    def has_local_memory(self):
-        return self.local_bytes > 0 or self.count("LDL") > 0 or self.count("STL") > 0
-
-    @property
-    def spill_note(self):
-        m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", self.linker_log)
-        return f"{m.group(1)} B spill stores, {m.group(2)} B spill loads" if m else "no spills"
 
     def summary(self):
         return (f"{self.name} [{self.target}]: {self.registers} registers, "
@@ -105,8 +95,7 @@ def build(pyfunc, argtypes, target="sm_89", *, name=None, max_registers=None,
     res = _resources(usage, entry)
     return Build(name=name or pyfunc.__name__, target=target_name(cc), cubin=cubin,
                  seconds=seconds, sass=sass, registers=res["REG"],
-                 shared_bytes=res["SHARED"], local_bytes=res["LOCAL"] + res["STACK"],
-                 linker_log=lib.get_linkerinfo((*cc, "")) or "")
+                 shared_bytes=res["SHARED"], local_bytes=res["LOCAL"] + res["STACK"])
 
 
 def _resources(usage, entry):

@@ -87,6 +87,16 @@ def _setter(n):
     return _device(put)
 
 
+def _zeroed(n, dtype):
+    """A device function returning a zeroed per-thread array of n accumulators."""
+    def init():
+        acc = cuda.local.array(n, dtype)
+        for i in range(n):
+            acc[i] = 0
+        return acc
+    return _device(init)
+
+
 # --- shared-memory words, element by element (the "manual pack" loaders) ----------
 
 @_device
@@ -162,7 +172,7 @@ def _tile_loader(cfg, rows, row_bytes, pitch):
 # --- warp-level: mma.sync (ptx_asm/) ------------------------------------------------
 
 def _mma_warp(cfg):
-    """(init, step, store) for the ldmatrix + mma.sync warp routine."""
+    """(init, tile_step, store) for the ldmatrix + mma.sync warp routine."""
     ptx = P.routines(cfg.linkage)
     wm, wn = cfg.warp_tile
     mi, nj = wm // 16, wn // 8
@@ -200,12 +210,6 @@ def _mma_warp(cfg):
         def mma_tile(acc, c, fa, ia, fb, ib):
             put_c(acc, c, mma(get_a(fa, ia), get_b(fb, ib), get_c(acc, c)))
     mma_tile = _device(mma_tile)
-
-    def init():
-        acc = cuda.local.array(n_acc, acc_t)
-        for i in range(n_acc):
-            acc[i] = 0
-        return acc
 
     def step(acc, a_tile, b_tile, kk, lane):
         """One warp-level k step: fragments from shared memory, then mi x nj mmas.
@@ -270,7 +274,7 @@ def _mma_warp(cfg):
     tile_step = _generated("tile_step", "acc, a_tile, b_tile, lane",
                            [f"step(acc, a_tile, b_tile, {kk}, lane)" for kk in range(ksteps)],
                            {"step": _device(step)})
-    return _device(init), tile_step, _device(store)
+    return _zeroed(n_acc, acc_t), tile_step, _device(store)
 
 
 _MMA_TYPES = {("fp16", "f32"): "f16_f32", ("fp16", "f16"): "f16_f16",
@@ -346,15 +350,7 @@ def _wmma_warp(cfg):
               "        if m0 + r < M and n0 + c < N:",
               f"            C[z, m0 + r, n0 + c] = tile[r * {tp} + c]"]
 
-    n_acc = mi * nj * nacc
-
-    def init():
-        acc = cuda.local.array(n_acc, acc_t)
-        for i in range(n_acc):
-            acc[i] = 0
-        return acc
-
-    return (_device(init),
+    return (_zeroed(mi * nj * nacc, acc_t),
             _generated("tile_step", "acc, a_tile, b_tile, lane", step, env),
             _generated("store", "acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned", store, env))
 

@@ -201,16 +201,15 @@ def reference(precision, a, b):
     return a.astype(np.int64) @ np.swapaxes(b, 1, 2).astype(np.int64)
 
 
-def _close(got, ref, precision, cfg=None):
-    if precision == "int8" or precision == "int4":
-        return bool(np.array_equal(got.astype(np.int64), ref))
-    tol = 2e-2 if getattr(cfg, "acc", "") == "f16" else 1e-3     # f16 accumulation rounds
-    got = got.astype(np.float64)
-    return bool(np.all(np.isfinite(got)) and np.linalg.norm(got - ref) <= tol * np.linalg.norm(ref))
-
-
 def check_full(out, ref, precision, cfg=None):
-    return _close(out, ref, precision, cfg)
+    """out against the reference: exact for integers, within quant.tolerance for FP16."""
+    from .quant import tolerance
+
+    if precision != "fp16":
+        return bool(np.array_equal(out.astype(np.int64), ref))
+    tol = tolerance(precision, getattr(cfg, "acc", ""))
+    out = out.astype(np.float64)
+    return bool(np.all(np.isfinite(out)) and np.linalg.norm(out - ref) <= tol * np.linalg.norm(ref))
 
 
 def check_sample(out_dev, a, b, precision, rng, cfg=None, count=256):
@@ -222,7 +221,7 @@ def check_sample(out_dev, a, b, precision, rng, cfg=None, count=256):
     rb = b[z, :, j] if precision == "fp16" else b[z, j, :]
     wide = np.float64 if precision == "fp16" else np.int64
     ref = np.einsum("sk,sk->s", a[z, i, :].astype(wide), rb.astype(wide))
-    return _close(out[z, i, j], ref, precision, cfg)
+    return check_full(out[z, i, j], ref, precision, cfg)
 
 
 def poisoned_output(cfg, batch, M, N):

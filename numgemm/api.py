@@ -107,8 +107,9 @@ def plan_gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, k=
                          "b = pack_int4(bt).T) or K x N uint16 units (pack_int4_kn(b)); "
                          f"got {_dtype_name(b)} laid out {layout.upper()}")
 
-    cfg = _config(kernel, precision, layout, preset, M)
-    if cfg.evict != "none" and tuple(cuda.get_current_device().compute_capability) == (9, 0):
+    cc = tuple(cuda.get_current_device().compute_capability)
+    cfg = _config(kernel, precision, layout, preset, M, cc)
+    if cfg.evict != "none" and cc == (9, 0):
         raise RuntimeError(
             f"{cfg.name}: cp.async with an L2 cache policy faults inside these GEMMs on sm_90 "
             "(CUDA_ERROR_ILLEGAL_INSTRUCTION on an H200, 2026-11-29; the routines alone pass "
@@ -137,7 +138,7 @@ def plan_gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, k=
 
 def _precision(a, precision):
     if precision is None:
-        dtype = str(getattr(a, "dtype", "none")).removeprefix("torch.")
+        dtype = _dtype_name(a)
         inferred = {"float16": "fp16", "int8": "int8"}.get(dtype)
         if inferred is None:
             raise TypeError(f"cannot infer the precision from dtype {dtype}: pass precision="
@@ -275,9 +276,9 @@ def _output(out, batched, batch, M, N, dtype, host):
     return (dev if batched else _batched(dev)), False, out
 
 
-def _config(kernel, precision, layout, preset, m):
+def _config(kernel, precision, layout, preset, m, cc):
     if kernel is None:
-        return registry.default(precision, layout, preset, cuda.get_current_device().compute_capability, m)
+        return registry.default(precision, layout, preset, cc, m)
     cfg = registry.get(kernel, preset) if isinstance(kernel, str) else kernel
     if not isinstance(cfg, KernelConfig):
         raise TypeError(f"kernel must be a registered name or a KernelConfig, got {type(kernel).__name__}")

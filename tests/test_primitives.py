@@ -196,13 +196,16 @@ def run_ldmatrix(n, trans, ns, rng):
 # --- cp.async ---------------------------------------------------------------------
 
 CP_ASYNC = [(cache, policy) for cache in ("ca", "cg")
-            for policy in (None, "evict_first", "evict_last")]
+            for policy in (None, "evict_first", "evict_last")] + [("b16", None)]
 
 
 def cp_async_kernel(cache, policy, ns):
-    """Lane l copies 16 bytes, or writes 16 zeros where valid[l] == 0."""
+    """Lane l copies 16 bytes, or writes 16 zeros where valid[l] == 0; cache
+    "b16": the scalar 2-byte copy, into the low half of the lane's first word."""
     commit, wait = ns.cp_async_commit, ns.cp_async_wait_0
-    if policy:
+    if cache == "b16":
+        copy = ns.copy_b16
+    elif policy:
         hinted, make_policy = getattr(ns, f"cp_async_{cache}_hint"), getattr(ns, f"policy_{policy}")
         copy = cuda.jit(device=True, inline="always")(
             lambda dst, src, valid: hinted(dst, src, valid, make_policy()))
@@ -231,6 +234,10 @@ def run_cp_async(cache, policy, ns, rng):
     out = cuda.to_device(np.zeros(128, np.uint32))
     cuda.jit(cp_async_kernel(cache, policy, ns))[1, 32](cuda.to_device(src), cuda.to_device(valid), out)
     want = src.reshape(32, 4) * (valid[:, None] != 0)             # zero-filled where not valid
+    if cache == "b16":                                           # 2 bytes; the rest untouched
+        low = want[:, 0] & 0xFFFF
+        want = np.full((32, 4), 0xDEADBEEF, np.uint32)
+        want[:, 0] = 0xDEAD0000 | low
     np.testing.assert_array_equal(out.copy_to_host().reshape(32, 4), want)
 
 
@@ -253,8 +260,11 @@ def cp_wait_kernel(n, ns):
 
 # --- s4 -> s8 -----------------------------------------------------------------------
 
-def unpack_kernel(ns):
-    unpack = ns.unpack_s4_s8
+UNPACKS = {"unpack_s4_s8": (1, 7), "unpack_s4_s8x16": (16, 3)}   # routine: (scale, ALU instructions)
+
+
+def unpack_kernel(ns, routine="unpack_s4_s8"):
+    unpack = getattr(ns, routine)
 
     def kernel(x, out):
         i = cuda.grid(1)
@@ -265,9 +275,9 @@ def unpack_kernel(ns):
     return kernel
 
 
-def unpack_reference(words):
+def unpack_reference(words, scale=1):
     nib = (words[:, None] >> (4 * np.arange(8))) & 0xF
-    vals = np.where(nib >= 8, nib - 16, nib).astype(np.int8)          # e0..e7
+    vals = (scale * np.where(nib >= 8, nib - 16, nib)).astype(np.int8)          # e0..e7
     return np.stack([vals[:, 0::2], vals[:, 1::2]], 1).view(np.uint32)[..., 0]
 
 
@@ -382,11 +392,13 @@ def offline_cases():
                (u32[::1], i32[::1], u32[:, ::1]), sass)
     for cache, policy in CP_ASYNC:
         yield (f"cp_async_{cache}_{policy}", lambda ns, c=cache, p=policy: cp_async_kernel(c, p, ns),
-               (u32[::1], i32[::1], u32[::1]), "LDGSTS.E.BYPASS" if cache == "cg" else "LDGSTS.E.")
+               (u32[::1], i32[::1], u32[::1]),
+               {"cg": "LDGSTS.E.BYPASS", "ca": "LDGSTS.E.", "b16": "STS.U16"}[cache])
     for n in range(4):
         yield (f"cp_async_wait_{n}", lambda ns, n=n: cp_wait_kernel(n, ns),
                (u32[::1], u32[::1]), "DEPBAR.LE")
-    yield "unpack_s4_s8", unpack_kernel, (u32[::1], u32[:, ::1]), "LOP3"
+    for routine in UNPACKS:
+        yield routine, lambda ns, r=routine: unpack_kernel(ns, r), (u32[::1], u32[:, ::1]), "LOP3"
     for routine, sass in SCALARS:
         yield routine, lambda ns, r=routine: scalar_kernel(ns, r), (u32[:, ::1], u32[::1]), sass
 
@@ -422,8 +434,9 @@ def test_wait_group_immediate_sm89():
         assert f"DEPBAR.LE SB0, 0x{n}" in b.sass
 
 
-def test_unpack_is_a_handful_of_alu_instructions():
-    """The widening costs what its header says: seven ALU instructions."""
+@pytest.mark.parametrize("routine", UNPACKS)
+def test_unpack_is_a_handful_of_alu_instructions(routine):
+    """The widening costs what its header says: seven ALU instructions, three scaled."""
     ns = P.routines("inline")
 
     def copy_kernel(x, out):
@@ -432,10 +445,10 @@ def test_unpack_is_a_handful_of_alu_instructions():
             out[i, 0] = x[i]
             out[i, 1] = x[i] + 1
     sig = (u32[::1], u32[:, ::1])
-    with_unpack = build(unpack_kernel(ns), sig, "sm_89")
+    with_unpack = build(unpack_kernel(ns, routine), sig, "sm_89")
     plain = build(copy_kernel, sig, "sm_89")
     extra = len(with_unpack.instructions) - len(plain.instructions)
-    assert extra <= 7, f"unpack added {extra} instructions"
+    assert extra <= UNPACKS[routine][1], f"{routine} added {extra} instructions"
 
 
 @pytest.mark.parametrize("target", ["sm_89", "sm_90"])
@@ -500,12 +513,13 @@ def test_cp_async_wait_gpu(n, linkage, rng):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("linkage", P.LINKAGES)
-def test_unpack_gpu(linkage, rng):
+@pytest.mark.parametrize("routine", UNPACKS)
+def test_unpack_gpu(linkage, routine, rng):
     words = rng.integers(0, 2**32, 4096, dtype=np.uint32)
     words[:3] = (0, 0xFFFFFFFF, 0x89ABCDEF)
-    out = cuda.to_device(np.zeros((words.size, 2), np.uint32))
-    cuda.jit(unpack_kernel(P.routines(linkage)))[words.size // 128, 128](cuda.to_device(words), out)
-    np.testing.assert_array_equal(out.copy_to_host(), unpack_reference(words))
+    out = cuda.to_device(np.full((words.size, 2), 0xDEADBEEF, np.uint32))
+    cuda.jit(unpack_kernel(P.routines(linkage), routine))[words.size // 128, 128](cuda.to_device(words), out)
+    np.testing.assert_array_equal(out.copy_to_host(), unpack_reference(words, UNPACKS[routine][0]))
 
 
 @pytest.mark.gpu

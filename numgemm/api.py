@@ -22,6 +22,11 @@ from .config import PRECISIONS, KernelConfig
 from .kernels import argtypes, compiled
 
 
+class NotOnThisGPU(RuntimeError):
+    """A kernel numgemm knows not to launch on this GPU (it would end the
+    process's CUDA context)."""
+
+
 def gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, k=None, stream=0):
     """C = A @ B.
 
@@ -108,9 +113,9 @@ def plan_gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, k=
                          f"got {_dtype_name(b)} laid out {layout.upper()}")
 
     cc = tuple(cuda.get_current_device().compute_capability)
-    cfg = _config(kernel, precision, layout, preset, M, cc)
+    cfg = _config(kernel, precision, layout, preset, M, K, cc)
     if cfg.evict != "none" and cc == (9, 0):
-        raise RuntimeError(
+        raise NotOnThisGPU(
             f"{cfg.name}: cp.async with an L2 cache policy faults inside these GEMMs on sm_90 "
             "(CUDA_ERROR_ILLEGAL_INSTRUCTION on an H200, 2026-11-29; the routines alone pass "
             "their tests, the cause is not found yet), which would end the process's CUDA "
@@ -276,9 +281,9 @@ def _output(out, batched, batch, M, N, dtype, host):
     return (dev if batched else _batched(dev)), False, out
 
 
-def _config(kernel, precision, layout, preset, m, cc):
+def _config(kernel, precision, layout, preset, m, k, cc):
     if kernel is None:
-        return registry.default(precision, layout, preset, cc, m)
+        return registry.default(precision, layout, preset, cc, m, k)
     cfg = registry.get(kernel, preset) if isinstance(kernel, str) else kernel
     if not isinstance(cfg, KernelConfig):
         raise TypeError(f"kernel must be a registered name or a KernelConfig, got {type(kernel).__name__}")
@@ -289,6 +294,9 @@ def _config(kernel, precision, layout, preset, m, cc):
                 else "b as a row-major K x N array")
         raise ValueError(f"kernel {cfg.name} takes B as {cfg.b_layout.upper()} ({hint}); "
                          f"this b is {layout.upper()}")
+    if cfg.max_k is not None and k > cfg.max_k:
+        raise ValueError(f"kernel {cfg.name} widens s4 to 16 x s8 and is exact for K <= {cfg.max_k}; "
+                         f"K is {k} (int4_ptx_unpack_s8_exact widens exactly)")
     return cfg
 
 

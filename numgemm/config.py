@@ -58,19 +58,28 @@ class KernelConfig:
     bk: int = 64               # block tile, in K elements
     warps_m: int = 2           # warp grid; warp tile = (bm / warps_m, bn / warps_n)
     warps_n: int = 2
+    warps_k: int = 1           # warps sharing one warp tile, each taking every warps_k-th k step
+                               # of a k-tile; their sums meet in shared memory at the end
     stages: int = 3            # cp.async pipeline depth, 2..5
     a_ldmatrix: int = 4        # ldmatrix width (x1/x2/x4) for A fragments (mma); 0: ld.shared + packing
     b_ldmatrix: int = 4        # ldmatrix width for B fragments (mma); 0: ld.shared + packing
     cache: str = "cg"          # cp.async cache operator: ca (L1 + L2) | cg (L2 only)
     evict: str = "none"        # L2 policy on the copies: none | evict_first | evict_last
     b_layout: str = "nk"       # nk: B is N x K ("B transposed"); kn: B is K x N
+    b_global: str = "cp_async"  # B global -> shared: cp_async (16-byte cp.async) | ldg16
+                               # (2-byte ld.global + st.shared: the study's K x N INT4 loader)
     acc: str = ""              # f32 | f16 | s32; "": the precision's default
     smem_pad: int = 16         # bytes added to each shared-memory row (bank conflicts)
     private_tiles: bool = False  # each warp stages its own A/B tiles (the study's kernels)
     raster: int = 1            # blocks walk output tiles in groups of this many rows (L2 reuse)
     linkage: str = "inline"    # inline | link: how the PTX routines reach the kernel
-    unpack: str = "none"       # int4: none (s4 mma) | register (widen to s8 in registers)
+    unpack: str = "none"       # int4: none (s4 mma) | register (widen to s8 in registers) |
+                               # scaled (widen to 16 x s8 in registers: 3 instead of 7 ALU
+                               # per 8 values, the sum shifted back; K <= max_k)
     min_blocks: int = 1        # launch bounds: blocks per SM the compiler must allow
+    reg_buffers: int = 0       # fragment register buffers: 2 loads the next k step's fragments
+                               # (across the barrier at a tile's end) while this one's mmas issue;
+                               # 0: 2 where a warp has an even number of k steps per k-tile, else 1
 
     def __post_init__(self):
         if not self.acc:
@@ -81,6 +90,8 @@ class KernelConfig:
             object.__setattr__(self, "mma_k", self.prec.wmma[2])
         if self.op == "dp4a":
             object.__setattr__(self, "mma_k", 4)
+        if not self.reg_buffers:
+            object.__setattr__(self, "reg_buffers", self.auto_reg_buffers)
         self.validate()
 
     # -- derived ------------------------------------------------------------
@@ -90,7 +101,7 @@ class KernelConfig:
 
     @property
     def threads(self):
-        return 32 * self.warps_m * self.warps_n
+        return 32 * self.warps_m * self.warps_n * self.warps_k
 
     @property
     def warp_tile(self):
@@ -103,9 +114,25 @@ class KernelConfig:
             return 1, 1, 4
         if self.op == "wmma":
             return self.prec.wmma
-        if self.unpack == "register":
+        if self.unpack != "none":
             return 16, 8, 64            # one s4 k64 step, issued as two s8 k32 mmas
         return 16, 8, self.mma_k
+
+    @property
+    def auto_reg_buffers(self):
+        """Two fragment buffers alternate by k step: they need an even count a warp."""
+        return 1 if self.ksteps % max(self.warps_k, 1) or self.ksteps // max(self.warps_k, 1) % 2 else 2
+
+    @property
+    def max_k(self):
+        """The largest K the kernel is exact for: a scaled widening accumulates
+        256 x the s4 products (each at most 64) in s32."""
+        return (2**31 - 1) // (256 * 64) if self.unpack == "scaled" else None
+
+    @property
+    def ksteps(self):
+        """Warp-level k steps in one block k-tile."""
+        return self.bk // self.op_shape[2]
 
     @property
     def kstep_bytes(self):
@@ -151,6 +178,11 @@ class KernelConfig:
         return self.rows_b, self.bk_bytes
 
     @property
+    def b_copy_bytes(self):
+        """Bytes one copy of B moves global -> shared."""
+        return 2 if self.b_global == "ldg16" else 16
+
+    @property
     def copiers(self):
         """Threads that copy one shared tile: the block, or a warp (private tiles)."""
         return 32 if self.private_tiles else self.threads
@@ -175,7 +207,12 @@ class KernelConfig:
         pipeline = self.stages * self.stage_bytes
         if self.op == "wmma":
             return max(pipeline, self.bm * self.c_tile_pitch * 4)
-        return pipeline
+        return max(pipeline, self.reduce_bytes)
+
+    @property
+    def reduce_bytes(self):
+        """Shared memory that warps_k - 1 warps' accumulators take to meet the first's."""
+        return (self.warps_k - 1) * self.bm * self.bn * 4
 
     @property
     def name(self):
@@ -184,10 +221,11 @@ class KernelConfig:
         s = (f"{self.precision}_{op}_{self.bm}x{self.bn}x{self.bk}"
              f"_w{self.warps_m}x{self.warps_n}_s{self.stages}")
         default = KernelConfig.__dataclass_fields__
-        for f in ("a_ldmatrix", "b_ldmatrix", "cache", "evict", "b_layout", "acc",
-                  "smem_pad", "private_tiles", "raster", "linkage", "unpack", "min_blocks"):
+        for f in ("warps_k", "a_ldmatrix", "b_ldmatrix", "cache", "evict", "b_layout", "b_global", "acc",
+                  "smem_pad", "private_tiles", "raster", "linkage", "unpack", "min_blocks",
+                  "reg_buffers"):
             value = getattr(self, f)
-            if f == "acc" and value == self.prec.acc:
+            if (f == "acc" and value == self.prec.acc) or (f == "reg_buffers" and value == self.auto_reg_buffers):
                 continue
             if value != default[f].default:
                 s += "_" + field_suffix(f, value)
@@ -222,6 +260,15 @@ class KernelConfig:
             err.append(f"bk={self.bk} is not a multiple of the operation's k={ok}")
         if self.bk_bytes % 16:
             err.append(f"bk={self.bk} is {self.bk_bytes} bytes, not whole 16-byte copies")
+        if self.warps_k < 1 or self.ksteps % self.warps_k:
+            err.append(f"the {self.ksteps} k steps of a k-tile do not divide among warps_k={self.warps_k}")
+        elif self.warps_k > 1 and (self.op != "mma" or self.acc == "f16" or self.private_tiles):
+            err.append("warps_k > 1 sums f32/s32 mma accumulators of shared tiles")
+        if self.reg_buffers not in (1, 2):
+            err.append("reg_buffers must be 1 or 2")
+        elif self.reg_buffers == 2 and self.ksteps // self.warps_k % 2:
+            err.append(f"2 fragment buffers alternate by k step: a warp's {self.ksteps // self.warps_k} "
+                       f"k steps per k-tile must be even")
         if not 2 <= self.stages <= 5:
             err.append("stages must be 2..5 (cp.async.wait_group 0..3)")
         if self.smem_pad % 16:
@@ -235,6 +282,10 @@ class KernelConfig:
             err.append("evict must be none, evict_first or evict_last")
         if self.b_layout not in ("nk", "kn"):
             err.append("b_layout must be nk or kn")
+        if self.b_global not in ("cp_async", "ldg16"):
+            err.append("b_global must be cp_async or ldg16")
+        if self.b_global == "ldg16" and self.b_layout != "kn":
+            err.append("ldg16 copies the 16-bit units of a K x N B")
         if self.b_layout == "kn" and self.precision == "int8":
             err.append("K x N int8 B is not implemented (its k-pairs would need their own layout)")
         if self.b_layout == "kn" and self.op == "wmma" and self.precision == "int4":
@@ -245,12 +296,12 @@ class KernelConfig:
             err.append("f16 accumulation is the m16n8k16 mma")
         if self.linkage not in ("inline", "link"):
             err.append("linkage must be inline or link")
-        if self.unpack not in ("none", "register"):
-            err.append("unpack must be none or register")
+        if self.unpack not in ("none", "register", "scaled"):
+            err.append("unpack must be none, register or scaled")
         if self.unpack != "none" and (self.precision != "int4" or self.op != "mma"):
             err.append("unpack applies to int4 mma kernels")
-        for what, row_bytes in (("A", self.bk_bytes), ("B", self.b_tile_shape[1])):
-            if row_bytes % 16 == 0 and self.copiers % (row_bytes // 16):
+        for what, row_bytes, unit in (("A", self.bk_bytes, 16), ("B", self.b_tile_shape[1], self.b_copy_bytes)):
+            if row_bytes % unit == 0 and self.copiers % (row_bytes // unit):
                 err.append(f"{what} tile rows of {row_bytes} bytes do not divide among {self.copiers} threads")
         if self.smem_bytes > 227 * 1024:
             err.append(f"{self.smem_bytes} bytes of shared memory is more than a block can have")
@@ -259,11 +310,13 @@ class KernelConfig:
 
 
 _SHORT = {
+    "warps_k": lambda v: f"wk{v}",
     "a_ldmatrix": lambda v: f"ldA{v}" if v else "packA",
     "b_ldmatrix": lambda v: f"ldB{v}" if v else "packB",
     "cache": str,
     "evict": str,
     "b_layout": str,
+    "b_global": str,
     "acc": lambda v: f"acc{v}",
     "smem_pad": lambda v: f"pad{v}",
     "private_tiles": lambda v: "private",
@@ -271,6 +324,7 @@ _SHORT = {
     "linkage": str,
     "unpack": lambda v: f"unpack{v}",
     "min_blocks": lambda v: f"min{v}",
+    "reg_buffers": lambda v: f"rb{v}",
 }
 
 

@@ -23,6 +23,7 @@ trip counts, so LLVM unrolls them into registers.
 """
 
 import functools
+from typing import NamedTuple
 
 from llvmlite import ir
 from numba import cuda, types
@@ -57,6 +58,14 @@ def _divmod32(typingctx, a, b):
         x, y = (builder.trunc(v, ir.IntType(32)) if v.type.width > 32 else v for v in args)
         return context.make_tuple(builder, sig.return_type, [builder.udiv(x, y), builder.urem(x, y)])
     return types.UniTuple(u32, 2)(a, b), codegen
+
+
+@intrinsic
+def _sar8(typingctx, v):
+    """v >> 8 for an int32, in 32 bits (Numba would widen it to 64)."""
+    def codegen(context, builder, sig, args):
+        return builder.ashr(args[0], ir.Constant(args[0].type, 8))
+    return v(v), codegen
 
 
 # --- tuples <-> flat register arrays ---------------------------------------------
@@ -125,9 +134,13 @@ def _packed_word(cfg):
 
 # --- global -> shared ------------------------------------------------------------
 
-def _copier(cfg):
-    """One 16-byte cp.async with the config's cache operator and L2 policy."""
+def _copier(cfg, unit=16):
+    """One 16-byte cp.async with the config's cache operator and L2 policy, or
+    (unit=2) one 2-byte ld.global + st.shared."""
     ptx = P.routines(cfg.linkage)
+    if unit == 2:
+        scalar = ptx.copy_b16
+        return _device(lambda dst, src, valid, policy: scalar(dst, src, valid))
     if cfg.evict == "none":
         plain = getattr(ptx, f"cp_async_{cfg.cache}")
         return _device(lambda dst, src, valid, policy: plain(dst, src, valid))
@@ -135,17 +148,18 @@ def _copier(cfg):
     return _device(lambda dst, src, valid, policy: hinted(dst, src, valid, policy))
 
 
-def _tile_loader(cfg, rows, row_bytes, pitch):
+def _tile_loader(cfg, rows, row_bytes, pitch, unit=16):
     """(setup, load) for copying a rows x row_bytes tile into shared memory.
 
-    Each thread owns one 16-byte column of the tile and every (copiers /
-    per_row)-th row, so its source pointer is set up once and advanced by the
-    caller, and a copy costs a compare, two selects and the LDGSTS. Rows at or
-    past rows_left and columns past the matrix (col_ok = 0) are zero-filled, so
-    a tile may overhang the matrix on every side; rows are whole 16-byte
-    columns (gemm() pads K otherwise)."""
-    copy = _copier(cfg)
-    per_row = row_bytes // 16
+    Each thread owns one unit-byte column of the tile (16: cp.async; 2: the
+    scalar ldg16 loader) and every (copiers / per_row)-th row, so its source
+    pointer is set up once and advanced by the caller, and a copy costs a
+    compare, two selects and the LDGSTS. Rows at or past rows_left and columns
+    past the matrix (col_ok = 0) are zero-filled, so a tile may overhang the
+    matrix on every side; rows are whole 16-byte columns (gemm() pads K
+    otherwise)."""
+    copy = _copier(cfg, unit)
+    per_row = row_bytes // unit
     step = cfg.copiers // per_row                 # rows between a thread's copies
     passes = -(-rows // step)
     ragged = rows % step != 0                     # more threads than copies in the last pass
@@ -154,7 +168,7 @@ def _tile_loader(cfg, rows, row_bytes, pitch):
         """This thread's (batch base, first source byte, first row, byte column)."""
         base = P.global_addr(arr, 0) + z * arr.strides[0]
         r = copier // per_row
-        col = (copier % per_row) * 16
+        col = (copier % per_row) * unit
         return base, base + (row0 + r) * arr.strides[1] + col, r, col
 
     def load(base, src, stride, rows_left, rows_in_tile, col_ok, dst, policy):
@@ -169,10 +183,28 @@ def _tile_loader(cfg, rows, row_bytes, pitch):
     return _device(setup), _device(load)
 
 
+# --- warp-level routines ---------------------------------------------------------------
+
+class WarpRoutine(NamedTuple):
+    """What the skeleton calls of a warp-level routine (all inline device functions).
+
+    init() -> acc: zeroed accumulators;  frags() -> (fa, fb): fragment registers,
+    cfg.reg_buffers sets;  load(fa, fb, buf, a_tile, b_tile, kk, lane): k step kk's
+    fragments from shared memory into set buf;  compute(acc, fa, fb, buf): the
+    warp tile's operations on set buf;  store(acc, C, ...): the epilogue.
+    buf and kk are constants where the skeleton calls them, so every fragment
+    index folds and the arrays stay in registers."""
+    init: object
+    frags: object
+    load: object
+    compute: object
+    store: object
+
+
 # --- warp-level: mma.sync (ptx_asm/) ------------------------------------------------
 
 def _mma_warp(cfg):
-    """(init, tile_step, store) for the ldmatrix + mma.sync warp routine."""
+    """The ldmatrix + mma.sync warp routine."""
     ptx = P.routines(cfg.linkage)
     wm, wn = cfg.warp_tile
     mi, nj = wm // 16, wn // 8
@@ -182,7 +214,6 @@ def _mma_warp(cfg):
     nc = 2 if cfg.acc == "f16" else 4
     pitch_a, pitch_b = cfg.pitch_a, cfg.pitch_b
     acc_t = _ACC[cfg.acc]
-    ksteps = cfg.bk // cfg.op_shape[2]
     wa, wb = min(cfg.a_ldmatrix, mi * na), min(cfg.b_ldmatrix, nj * nb)
     kn = cfg.b_layout == "kn"
     # Fragments by ldmatrix .x<w>, or (w = 0) word by word from ld.shared + packing.
@@ -193,10 +224,16 @@ def _mma_warp(cfg):
     pack16 = ptx.pack_b16x2
     get_c, put_c = _getter(nc), _setter(nc)
     n_acc, n_fa, n_fb = mi * nj * nc, mi * na, nj * nb     # array sizes must be constants
+    size_fa, size_fb = n_fa * cfg.reg_buffers, n_fb * cfg.reg_buffers
+    # Scaled widening: 16 x 16 per product, so the sums are 256 x the s4 ones.
+    # Written out: a shift inside the store's loops stops LLVM unrolling them.
+    descale = _generated("descale", "acc", [f"acc[{e}] = sar8(acc[{e}])" for e in range(n_acc)]
+                         if cfg.unpack == "scaled" else ["pass"], {"sar8": _sar8})
 
-    if cfg.unpack == "register":
+    if cfg.unpack != "none":
         # s4 fragments widened to s8 in registers; two m16n8k32.s8 per k64 step.
-        mma8, unpack = ptx.mma_m16n8k32_s8_s32, ptx.unpack_s4_s8
+        mma8 = ptx.mma_m16n8k32_s8_s32
+        unpack = ptx.unpack_s4_s8x16 if cfg.unpack == "scaled" else ptx.unpack_s4_s8
 
         def mma_tile(acc, c, fa, ia, fb, ib):
             a0, a1, a2, a3 = unpack(fa[ia]), unpack(fa[ia + 1]), unpack(fa[ia + 2]), unpack(fa[ia + 3])
@@ -211,23 +248,26 @@ def _mma_warp(cfg):
             put_c(acc, c, mma(get_a(fa, ia), get_b(fb, ib), get_c(acc, c)))
     mma_tile = _device(mma_tile)
 
-    def step(acc, a_tile, b_tile, kk, lane):
-        """One warp-level k step: fragments from shared memory, then mi x nj mmas.
+    def frags():
+        """Fragment registers: reg_buffers sets of A and B fragments."""
+        return cuda.local.array(size_fa, u32), cuda.local.array(size_fb, u32)
+
+    def load(fa, fb, buf, a_tile, b_tile, kk, lane):
+        """Fragments of k step kk into buffer buf, from shared memory.
         a_tile / b_tile: shared addresses of this warp's first A row / B row."""
-        fa = cuda.local.array(n_fa, u32)
-        fb = cuda.local.array(n_fb, u32)
+        oa, ob = buf * n_fa, buf * n_fb
         g4 = (lane & 3) * 4                         # this lane's bytes in a fragment row
         if wa:  # ldmatrix x<w>: lanes 8q..8q+7 address the rows of the q-th matrix.
             for t in range(mi * na // wa):
                 q = t * wa + (lane >> 3) % wa          # this lane's matrix
                 i, r = q // na, q % na
                 row = i * 16 + (r % 2) * 8 + (lane & 7)
-                put_a(fa, t * wa, lda(a_tile + row * pitch_a + kk * ksb + (r // 2) * 16))
+                put_a(fa, oa + t * wa, lda(a_tile + row * pitch_a + kk * ksb + (r // 2) * 16))
         else:   # register r of fragment i: 4 bytes of row 16i + 8(r % 2) + lane / 4
             for q in range(mi * na):
                 i, r = q // na, q % na
                 row = i * 16 + (r % 2) * 8 + (lane >> 2)
-                fa[q] = word(a_tile + row * pitch_a + kk * ksb + (r // 2) * 16 + g4)
+                fa[oa + q] = word(a_tile + row * pitch_a + kk * ksb + (r // 2) * 16 + g4)
         if wb:
             for t in range(nj * nb // wb):
                 q = t * wb + (lane >> 3) % wb
@@ -236,22 +276,26 @@ def _mma_warp(cfg):
                     addr = b_tile + (kk * ksb // 2 + r * 8 + (lane & 7)) * pitch_b + j * 16
                 else:
                     addr = b_tile + (j * 8 + (lane & 7)) * pitch_b + kk * ksb + r * 16
-                put_b(fb, t * wb, ldb(addr))
+                put_b(fb, ob + t * wb, ldb(addr))
         else:
             for q in range(nj * nb):
                 j, r = q // nb, q % nb
                 if kn:   # two 16-bit k units of column 8j + lane / 4, from rows 2t and 2t + 1
                     row = kk * ksb // 2 + r * 8 + (lane & 3) * 2
                     addr = b_tile + row * pitch_b + (j * 8 + (lane >> 2)) * 2
-                    fb[q] = pack16(_ld16(addr), _ld16(addr + pitch_b))
+                    fb[ob + q] = pack16(_ld16(addr), _ld16(addr + pitch_b))
                 else:
-                    fb[q] = word(b_tile + (j * 8 + (lane >> 2)) * pitch_b + kk * ksb + r * 16 + g4)
+                    fb[ob + q] = word(b_tile + (j * 8 + (lane >> 2)) * pitch_b + kk * ksb + r * 16 + g4)
+
+    def compute(acc, fa, fb, buf):
+        """The warp tile's mi x nj mmas on the fragments in buffer buf."""
         for i in range(mi):
             for j in range(nj):
-                mma_tile(acc, (i * nj + j) * nc, fa, i * na, fb, j * nb)
+                mma_tile(acc, (i * nj + j) * nc, fa, buf * n_fa + i * na, fb, buf * n_fb + j * nb)
 
     def store(acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned):
         """Accumulators straight from registers to C, bounds-checked."""
+        descale(acc)
         row0, col0 = m0 + wr0, n0 + wc0
         g, t = (tid & 31) >> 2, tid & 3
         for i in range(mi):
@@ -270,11 +314,8 @@ def _mma_warp(cfg):
                         if col + 1 < N:
                             C[z, row, col + 1] = hi
 
-    # The k steps of a tile written out: LLVM leaves a loop of 4 steps rolled.
-    tile_step = _generated("tile_step", "acc, a_tile, b_tile, lane",
-                           [f"step(acc, a_tile, b_tile, {kk}, lane)" for kk in range(ksteps)],
-                           {"step": _device(step)})
-    return _zeroed(n_acc, acc_t), tile_step, _device(store)
+    return WarpRoutine(_zeroed(n_acc, acc_t), _device(frags), _device(load), _device(compute),
+                       _device(store))
 
 
 _MMA_TYPES = {("fp16", "f32"): "f16_f32", ("fp16", "f16"): "f16_f16",
@@ -284,7 +325,7 @@ _MMA_TYPES = {("fp16", "f32"): "f16_f32", ("fp16", "f16"): "f16_f16",
 # --- warp-level: WMMA (baselines/) ---------------------------------------------------
 
 def _wmma_warp(cfg):
-    """(init, tile_step, store) for the WMMA warp routine, mirroring _mma_warp.
+    """The WMMA warp routine, mirroring _mma_warp.
 
     Written out statement by statement (generated source): a loop around the
     external WMMA calls is not unrolled before LTO inlines them, and the
@@ -309,21 +350,23 @@ def _wmma_warp(cfg):
             return kk * ok * pitch_b + j * on * 2
         return j * on * pitch_b + kk * ksb
 
-    step = ["sm = cuda.shared.array(0, elem)",
+    nfa, nfb = mi * na, nj * nb
+    frags = [f"return cuda.local.array({nfa * cfg.reg_buffers}, u32), "
+             f"cuda.local.array({nfb * cfg.reg_buffers}, u32)"]
+    load = ["sm = cuda.shared.array(0, elem)",
             "a_off = a_tile - P.shared_addr(sm, 0)",
-            "b_off = b_tile - P.shared_addr(sm, 0)",
-            f"fa = cuda.local.array({mi * na}, u32)",
-            f"fb = cuda.local.array({nj * nb}, u32)"]
-    for kk in range(cfg.bk // ok):
-        step += [f"w.load_a(P.pointer(fa, {i * na}), "
-                 f"P.pointer(sm, (a_off + {i * om * pitch_a + kk * ksb}) >> {shift}), {lda})"
-                 for i in range(mi)]
-        step += [f"w.load_b_{layout}(P.pointer(fb, {j * nb}), "
-                 f"P.pointer(sm, (b_off + {b_offset(kk, j)}) >> {shift}), {ldb})"
-                 for j in range(nj)]
-        step += [f"w.mma_{layout}(P.pointer(acc, {(i * nj + j) * nacc}), "
-                 f"P.pointer(fa, {i * na}), P.pointer(fb, {j * nb}))"
-                 for i in range(mi) for j in range(nj)]
+            "b_off = b_tile - P.shared_addr(sm, 0)"]
+    load += [f"w.load_a(P.pointer(fa, buf * {nfa} + {i * na}), "
+             f"P.pointer(sm, (a_off + {i * om * pitch_a} + kk * {ksb}) >> {shift}), {lda})"
+             for i in range(mi)]
+    b_offset = (lambda j: f"kk * {ok * pitch_b} + {j * on * 2}") if layout == "kn" else \
+               (lambda j: f"{j * on * pitch_b} + kk * {ksb}")        # kn: k rows of 2-byte columns
+    load += [f"w.load_b_{layout}(P.pointer(fb, buf * {nfb} + {j * nb}), "
+             f"P.pointer(sm, (b_off + {b_offset(j)}) >> {shift}), {ldb})"
+             for j in range(nj)]
+    compute = [f"w.mma_{layout}(P.pointer(acc, {(i * nj + j) * nacc}), "
+               f"P.pointer(fa, buf * {nfa} + {i * na}), P.pointer(fb, buf * {nfb} + {j * nb}))"
+               for i in range(mi) for j in range(nj)]
 
     # Store: a block tile wholly inside C (and C 32-byte aligned) goes straight
     # to C; one that overhangs C goes through shared memory (the pipeline's,
@@ -350,9 +393,47 @@ def _wmma_warp(cfg):
               "        if m0 + r < M and n0 + c < N:",
               f"            C[z, m0 + r, n0 + c] = tile[r * {tp} + c]"]
 
-    return (_zeroed(mi * nj * nacc, acc_t),
-            _generated("tile_step", "acc, a_tile, b_tile, lane", step, env),
-            _generated("store", "acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned", store, env))
+    return WarpRoutine(_zeroed(mi * nj * nacc, acc_t),
+                       _generated("frags", "", frags, env),
+                       _generated("load", "fa, fb, buf, a_tile, b_tile, kk, lane", load, env),
+                       _generated("compute", "acc, fa, fb, buf", compute, env),
+                       _generated("store", "acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned", store, env))
+
+
+def _tile_steps(cfg, warp):
+    """tile_steps(acc, fa, fb, a_tile, b_tile, lane, wk): this warp's k steps of
+    one k-tile, written out (LLVM leaves a loop of 4 steps rolled): steps
+    wk, wk + warps_k, ... With two fragment buffers each step loads the next
+    step's fragments before its own mmas, and the last step's mmas are the
+    skeleton's: it issues them after the barrier that ends the tile, behind
+    the next tile's first loads."""
+    wk_, n = cfg.warps_k, cfg.ksteps // cfg.warps_k
+    kk = (lambda s: f"{s * wk_} + wk") if wk_ > 1 else str    # k step of this warp's s-th
+    if cfg.reg_buffers == 2:
+        steps = [(s + 1, (s + 1) % 2, s % 2) for s in range(n - 1)]
+    else:
+        steps = [(s, 0, 0) for s in range(n)]
+    lines = [line for s, into, buf in steps for line in (
+        f"load(fa, fb, {into}, a_tile, b_tile, {kk(s)}, lane)", f"compute(acc, fa, fb, {buf})")]
+    return _generated("tile_steps", "acc, fa, fb, a_tile, b_tile, lane, wk", lines,
+                      {"load": warp.load, "compute": warp.compute})
+
+
+def _k_reduce(cfg):
+    """reduce(acc, wk, wmn, lane): warps 1..warps_k-1 of a warp tile put their
+    sums in shared memory (the pipeline's, free by now), warp 0 adds them.
+    Written out: loops over the accumulators would leave them in local memory."""
+    n_acc = cfg.bm * cfg.bn // cfg.threads * cfg.warps_k       # per thread
+    slots = cfg.warps_m * cfg.warps_n * n_acc * 32            # one warp_k's accumulators
+    lines = ["red = cuda.shared.array(0, acc_t)",
+             f"if wk > 0:",
+             f"    base = (wk - 1) * {slots} + wmn * {n_acc * 32} + lane"]
+    lines += [f"    red[base + {e * 32}] = acc[{e}]" for e in range(n_acc)]
+    lines += ["cuda.syncthreads()", "if wk == 0:"]
+    for q in range(cfg.warps_k - 1):
+        lines += [f"    base = {q * slots} + wmn * {n_acc * 32} + lane"]
+        lines += [f"    acc[{e}] += red[base + {e * 32}]" for e in range(n_acc)]
+    return _generated("reduce", "acc, wk, wmn, lane", lines, {"cuda": cuda, "acc_t": _ACC[cfg.acc]})
 
 
 def _generated(name, params, lines, env):
@@ -391,16 +472,20 @@ def kernel_function(cfg: KernelConfig):
     if cfg.op == "dp4a":
         return _dp4a_function(cfg)
     ptx = P.routines(cfg.linkage)
-    init, tile_step, store = (_wmma_warp if cfg.op == "wmma" else _mma_warp)(cfg)
+    warp_routine = (_wmma_warp if cfg.op == "wmma" else _mma_warp)(cfg)
+    init, frags, load_frags, compute, store = warp_routine
+    tile_steps = _tile_steps(cfg, warp_routine)
+    k_reduce = _k_reduce(cfg) if cfg.warps_k > 1 else None
     setup_a, load_a = _tile_loader(cfg, cfg.rows_a, cfg.bk_bytes, cfg.pitch_a)
-    setup_b, load_b = _tile_loader(cfg, *cfg.b_tile_shape, cfg.pitch_b)
+    setup_b, load_b = _tile_loader(cfg, *cfg.b_tile_shape, cfg.pitch_b, cfg.b_copy_bytes)
     wait = getattr(ptx, f"cp_async_wait_{cfg.stages - 2}")
     commit = ptx.cp_async_commit
     make_policy = getattr(ptx, f"policy_{cfg.evict}") if cfg.evict != "none" else None
 
     bm, bn, bk, bkb = cfg.bm, cfg.bn, cfg.bk, cfg.bk_bytes
     wm, wn = cfg.warp_tile
-    warps_n, stages = cfg.warps_n, cfg.stages
+    warps_n, warps_k, stages = cfg.warps_n, cfg.warps_k, cfg.stages
+    warps_mn = cfg.warps_m * warps_n
     private, raster = cfg.private_tiles, cfg.raster
     stage_bytes, tile_a, tile_b = cfg.stage_bytes, cfg.tile_bytes_a, cfg.tile_bytes_b
     pipe_bytes = stages * stage_bytes
@@ -409,6 +494,7 @@ def kernel_function(cfg: KernelConfig):
     b_esize = 2                             # K x N B: one 16-bit unit per column
     a_tile_rows, b_tile_rows = cfg.rows_a, cfg.b_tile_shape[0]
     bk_units = bk // cfg.prec.k_per_unit    # rows of a K x N B tile
+    double = cfg.reg_buffers == 2
 
     @_device
     def tile_of(pid, tiles_m, tiles_n):
@@ -427,7 +513,8 @@ def kernel_function(cfg: KernelConfig):
         in a row of A; NB: bytes in a row of a K x N B."""
         tid = cuda.threadIdx.x
         warp, lane = tid >> 5, tid & 31
-        wr, wc = warp // warps_n, warp % warps_n
+        wmn, wk = (warp % warps_mn, warp // warps_mn) if warps_k > 1 else (warp, 0)
+        wr, wc = wmn // warps_n, wmn % warps_n
         tiles_m, tiles_n = (M + bm - 1) // bm, (N + bn - 1) // bn
         tm, tn = tile_of(cuda.blockIdx.x, tiles_m, tiles_n)
         z = cuda.blockIdx.z
@@ -473,31 +560,51 @@ def kernel_function(cfg: KernelConfig):
                 load_b(b_base, b_src + kb0, B.strides[1], b_rows, b_tile_rows - b_r,
                        kb0 + b_col < KB, b_dst + off, policy)
 
+        def barrier():
+            if private:
+                cuda.syncwarp()
+            else:
+                cuda.syncthreads()
+
+        def warp_tiles(read):
+            """Shared addresses of this warp's A rows and B rows in stage `read`."""
+            a_tile = sbase + read + tile_off + a_warp * pitch_a
+            if kn:
+                return a_tile, sbase + read + tile_off + tile_a + b_warp * b_esize
+            return a_tile, sbase + read + tile_off + tile_a + b_warp * pitch_b
+
         for s in range(stages - 1):
             if s < ktiles:
                 load_stage(s, s * stage_bytes)
             commit()
+        wait()                              # tile 0 has landed (this thread's copies)
+        barrier()                           # ... everyone's
 
+        fa, fb = frags()
         read, write = 0, (stages - 1) * stage_bytes       # byte offsets of two stages
+        if double:
+            a_tile, b_tile = warp_tiles(read)
+            load_frags(fa, fb, 0, a_tile, b_tile, wk, lane)
         for kt in range(ktiles):
-            wait()                          # tile kt has landed (this thread's copies)
-            if private:
-                cuda.syncwarp()
-            else:
-                cuda.syncthreads()          # ... everyone's, and stage kt-1 is free
-            if kt + stages - 1 < ktiles:
+            if kt + stages - 1 < ktiles:    # into the stage tile kt-1 left
                 load_stage(kt + stages - 1, write)
             commit()
-            a_tile = sbase + read + tile_off + a_warp * pitch_a
-            if kn:
-                b_tile = sbase + read + tile_off + tile_a + b_warp * b_esize
-            else:
-                b_tile = sbase + read + tile_off + tile_a + b_warp * pitch_b
-            tile_step(acc, a_tile, b_tile, lane)
+            a_tile, b_tile = warp_tiles(read)
+            tile_steps(acc, fa, fb, a_tile, b_tile, lane, wk)
+            wait()                          # tile kt+1 has landed (this thread's copies)
+            barrier()                       # ... everyone's, and stage kt is read
             read = read + stage_bytes if read + stage_bytes < pipe_bytes else 0
             write = write + stage_bytes if write + stage_bytes < pipe_bytes else 0
+            if double:                      # the next tile's first fragments, then this one's last mmas
+                if kt + 1 < ktiles:
+                    a_tile, b_tile = warp_tiles(read)
+                    load_frags(fa, fb, 0, a_tile, b_tile, wk, lane)
+                compute(acc, fa, fb, 1)
 
-        store(acc, C, z, m0, n0, wr * wm, wc * wn, M, N, tid, c_aligned)
+        if warps_k > 1:
+            k_reduce(acc, wk, wmn, lane)
+        if wk == 0:
+            store(acc, C, z, m0, n0, wr * wm, wc * wn, M, N, tid, c_aligned)
 
     gemm_kernel.__name__ = cfg.name
     return gemm_kernel
@@ -533,6 +640,6 @@ def expected_sass(cfg, target):
     m, n, k = cfg.op_shape
     if cfg.precision == "fp16":
         return f"HMMA.{m}{n}{k}.{'F16' if cfg.acc == 'f16' else 'F32'}", False
-    if cfg.precision == "int8" or cfg.unpack == "register":
-        return f"IMMA.{m}{n}{32 if cfg.unpack == 'register' else k}.S8.S8", False
+    if cfg.precision == "int8" or cfg.unpack != "none":
+        return f"IMMA.{m}{n}{32 if cfg.unpack != 'none' else k}.S8.S8", False
     return f"IMMA.{m}{n}{k}.S4.S4", False

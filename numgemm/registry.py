@@ -5,12 +5,20 @@
 tiles in shared memory (no sharing, no padding), BK = one mma's k, a 2-stage
 cp.async.ca pipeline.
 
-``tuned``: a tiling chosen for speed on Hopper by a sweep at N=8192 on an
-H200 (2026-11-29): 128 x 128 block tiles of four 64 x 64 warp tiles, two
-blocks per SM, 128 bytes of K per stage (half the barriers of 64-byte
-stages: +22-34% over the 64-byte, 128 x 256 alternative), a 3-stage
-cp.async.cg pipeline in padded shared memory (110 KB), blocks rasterized in
-groups of 8 tile rows.
+``tuned``: tilings chosen for speed on Hopper by sweeps at N=8192 on an
+H200 (2026-11-29), all in padded shared memory with a cp.async.cg pipeline,
+128 bytes of K per stage (half the barriers of 64-byte stages), blocks
+rasterized in groups of 8 tile rows, and two fragment register buffers so
+that the next k step's ldmatrix overlaps this one's mmas across the barrier
+(637 -> 811 TOPS for INT8 at one block per SM):
+
+- FP16, INT8: 256 x 128 block tiles of eight 64 x 64 warp tiles, one block
+  per SM, 4 stages (216 KB). Over 128 x 128 tiles at two blocks per SM
+  (719 TOPS INT8, 375 TFLOPS FP16) a block reads 25% fewer bytes from L2 per
+  mma (73% -> 61% of L2 throughput under Nsight Compute): 820 / 415.
+- INT4: 128 x 128 tiles, two blocks per SM, 3 stages, one fragment buffer
+  (with two, widening s4 to s8 in registers runs out of registers and
+  spills; 545 -> 631 TOPS with the exact widening).
 
 Within a preset each family has a base config; its other kernels are that
 config with one field changed. WMMA baselines use the same block and warp
@@ -24,18 +32,19 @@ from .toolchain import has_native_s4_mma
 PRESETS = ("paper", "tuned")
 
 _PAPER = dict(bm=32, bn=64, warps_m=2, warps_n=4, stages=2, smem_pad=0, private_tiles=True,
-              cache="ca", b_ldmatrix=2)
-_TUNED = dict(bm=128, bn=128, warps_m=2, warps_n=2, stages=3, cache="cg", raster=8, min_blocks=2)
+              cache="ca", b_ldmatrix=2, reg_buffers=1)
+_TUNED = dict(bm=256, bn=128, warps_m=4, warps_n=2, stages=4, cache="cg", raster=8)
+_TUNED_INT4 = dict(_TUNED, bm=128, warps_m=2, stages=3, min_blocks=2, reg_buffers=1)
 
 
 def _families(preset):
     """{family: {kernel name: config}} for one preset, from one base per precision."""
     paper = preset == "paper"
-    tiling = _PAPER if paper else _TUNED
+    tiling, tiling4 = (_PAPER, _PAPER) if paper else (_TUNED, _TUNED_INT4)
     # BK: one mma's k in the study; 128 bytes of K per stage when tuned.
     fp16 = KernelConfig("fp16", b_layout="kn", bk=16 if paper else 64, **tiling)
     int8 = KernelConfig("int8", mma_k=32, bk=32 if paper else 128, **tiling)
-    int4 = KernelConfig("int4", mma_k=64, bk=64 if paper else 256, **tiling)
+    int4 = KernelConfig("int4", mma_k=64, bk=64 if paper else 256, **tiling4)
     manual = dict(a_ldmatrix=0, b_ldmatrix=0)      # ld.shared + packing instead of ldmatrix
     families = {
         "fp16": {
@@ -61,28 +70,37 @@ def _families(preset):
             "int4_ptx_manual_pack": int4.replace(**manual),
             "int4_ptx_mma_k64": int4,
             "int4_ptx_3stage": int4.replace(stages=3),
-            # Hopper: s4 widened to s8 in registers, then m16n8k32.s8 (s4 mma is emulated there).
-            "int4_ptx_unpack_s8": int4.replace(unpack="register"),
+            # Hopper: s4 widened to s8 in registers, then m16n8k32.s8 (s4 mma is emulated
+            # there): to 16 x s8 in 3 instructions per 8 values (K <= 131071), or exactly in 7.
+            "int4_ptx_unpack_s8": int4.replace(unpack="scaled"),
+            "int4_ptx_unpack_s8_exact": int4.replace(unpack="register"),
         },
         "int4_k64_ablation": _ablations("int4_ptx_mma_k64", int4),
     }
     if not paper:
         # Memory-bound shapes (small M, quantized inference): 16-row tiles, long
-        # K stages, 64 threads, so that N / 64 blocks stream B.
-        skinny = dict(bm=16, bn=64, warps_m=1, warps_n=2, stages=4, min_blocks=1)
+        # K stages, so that N / 64 blocks stream B. INT4 splits each k-tile's
+        # steps between two warps per warp tile: its widening, not the memory,
+        # held a warp back (H200, 16 x 8192 x 8192: 19.5 -> 14.9 us; INT8 gains
+        # nothing from the split: 26.0 -> 26.7 us).
+        skinny = dict(bm=16, bn=64, warps_m=1, warps_n=2, stages=4, min_blocks=1, reg_buffers=2)
         families["int8"]["int8_ptx_mma_k32_m16"] = int8.replace(bk=256, **skinny)
-        families["int4"]["int4_ptx_unpack_s8_m16"] = int4.replace(bk=512, unpack="register", **skinny)
+        families["int4"]["int4_ptx_unpack_s8_m16"] = int4.replace(bk=512, unpack="scaled", warps_k=2,
+                                                                  **skinny)
     return families
 
 
 def _ablations(name, base):
-    """The study's INT4 k64 ablations, each one field away from the base."""
+    """The study's INT4 k64 ablations, each one field away from the base; and
+    the study's own transposed-B kernel, which also swapped cp.async for
+    scalar 2-byte loads of B (K x N with the ldg16 loader)."""
     variants = {name: base}
     for field, values in (("a_ldmatrix", (1, 2, 4)), ("b_ldmatrix", (1, 2)), ("cache", ("ca", "cg")),
                           ("evict", ("none", "evict_first", "evict_last")), ("b_layout", ("nk", "kn"))):
         for value in values:
             if value != getattr(base, field):
                 variants[f"{name}_{field_suffix(field, value)}"] = base.replace(**{field: value})
+    variants[f"{name}_kn_ldg16"] = base.replace(b_layout="kn", b_global="ldg16")
     return variants
 
 
@@ -110,12 +128,15 @@ def get(name, preset="tuned"):
     raise KeyError(f"no kernel {name!r} in preset {preset!r}; known: {', '.join(REGISTRY[preset])}")
 
 
-def default(precision, b_layout, preset="tuned", cc=None, m=None):
+def default(precision, b_layout, preset="tuned", cc=None, m=None, k=None):
     """The kernel gemm() uses: per precision and B layout; for INT4 the one that
-    suits the GPU (widening to s8 where s4 mma is emulated: sm_90); for
-    M <= 16 the small-M tiling where there is one."""
+    suits the GPU (widening to s8 where s4 mma is emulated: sm_90; exactly
+    where K is past the scaled widening's reach); for M <= 16 the small-M
+    tiling where there is one."""
     if precision == "int4" and b_layout == "nk" and cc is not None:
         name = "int4_ptx_mma_k64" if has_native_s4_mma(cc) else "int4_ptx_unpack_s8"
+        if k is not None and name == "int4_ptx_unpack_s8" and k > REGISTRY[preset][name].max_k:
+            return REGISTRY[preset]["int4_ptx_unpack_s8_exact"]
     else:
         name = {"fp16": "fp16_ptx_mma", "int8": "int8_ptx_mma_k32", "int4": "int4_ptx_mma_k64"}[precision]
     if m is not None and m <= 16 and f"{name}_m16" in REGISTRY[preset]:
@@ -134,6 +155,7 @@ def describe_default(precision, cc, preset="tuned"):
     """One line saying which INT4 kernel suits this GPU, and why."""
     cfg = default(precision, "nk", preset, cc)
     why = ("s4 mma.sync is native here" if has_native_s4_mma(cc) else
-           "s4 mma.sync is emulated here, so s4 is widened to s8 in registers")
+           "s4 mma.sync is emulated here, so s4 is widened to s8 in registers "
+           f"(to 16 x s8 for K <= {cfg.max_k}, exactly beyond)")
     name = next(n for n, c in REGISTRY[preset].items() if c is cfg)
     return f"{precision} default on sm_{cc[0]}{cc[1]}: {name} ({why})"

@@ -48,6 +48,9 @@ def test_derived_sizes():
     (dict(acc="f16"), "cannot accumulate in f16"),
     (dict(bm=100), "warp tile"),
     (dict(unpack="tile"), "unpack must be"),
+    (dict(bk=64, warps_k=4), "do not divide among warps_k=4"),
+    (dict(warps_k=2, acc="s32", op="wmma"), "warps_k > 1"),
+    (dict(bk=96, reg_buffers=2), "must be even"),
 ])
 def test_invalid_configs_say_why(changes, message):
     with pytest.raises(ValueError, match=message):
@@ -57,3 +60,26 @@ def test_invalid_configs_say_why(changes, message):
 def test_shared_memory_limit():
     with pytest.raises(ValueError, match="shared memory"):
         KernelConfig("int8", bm=256, bn=256, bk=256, warps_m=4, warps_n=4, stages=5)
+
+
+def test_fragment_buffers_follow_the_k_steps():
+    """Two buffers alternate by k step; by default a config has two wherever a
+    warp's steps per k-tile are even, and the name says so only when set otherwise."""
+    assert KernelConfig("int8", bk=128).reg_buffers == 2             # 4 steps of k32
+    assert KernelConfig("int8", bk=32).reg_buffers == 1              # 1 step
+    assert KernelConfig("int8", bk=128, warps_k=4).reg_buffers == 1  # 1 step a warp
+    c = KernelConfig("int8", bk=128)
+    assert c.replace(reg_buffers=1).name == c.name + "_rb1"
+
+
+def test_k_split_among_warps():
+    c = KernelConfig("int4", bm=16, bn=64, bk=512, warps_m=1, warps_n=2, warps_k=2, unpack="scaled")
+    assert c.threads == 128 and c.warp_tile == (16, 32)
+    assert c.smem_bytes >= c.reduce_bytes == 16 * 64 * 4
+    assert "_wk2" in c.name
+
+
+def test_scaled_widening_bounds_k():
+    assert KernelConfig("int4", unpack="scaled").max_k == 131071         # 256 * 64 * K < 2**31
+    assert KernelConfig("int4", unpack="register").max_k is None
+    assert KernelConfig("int4", unpack="scaled").op_shape == (16, 8, 64)

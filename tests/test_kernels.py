@@ -81,10 +81,11 @@ def test_kernel_gpu(preset, name, rng):
     from numba import cuda
 
     import numgemm
+    from numgemm.api import NotOnThisGPU
 
     cfg = registry.get(name, preset)
     if cfg.evict != "none" and cuda.get_current_device().compute_capability == (9, 0):
-        with pytest.raises(RuntimeError, match="faults inside these GEMMs on sm_90"):
+        with pytest.raises(NotOnThisGPU, match="faults inside these GEMMs on sm_90"):
             numgemm.gemm(*operands(cfg, 1, 32, 32, 64, rng)[:2], precision=cfg.precision, kernel=name,
                          preset=preset)
         return
@@ -111,3 +112,27 @@ def test_int4_default_suits_the_gpu(rng):
     assert (cfg.unpack == "none") == has_native_s4_mma(cc)
     a, b, ref = operands(cfg, 1, 64, 64, 128, rng)
     assert np.array_equal(numgemm.gemm(a, b, precision="int4"), ref)
+
+
+@pytest.mark.gpu
+def test_scaled_widening_is_exact_to_its_k_limit(rng):
+    """The scaled widening sums 256 x each product: exact up to max_k, where a
+    row of -8 against a row of -8 brings the sum to the edge of s32; past it,
+    gemm() refuses the kernel rather than wrap."""
+    from numba import cuda
+
+    import numgemm
+
+    cfg = registry.get("int4_ptx_unpack_s8")
+    K = cfg.max_k
+    a = np.full((16, K), -8)
+    bt = rng.integers(-8, 8, (24, K))
+    bt[0] = -8
+    ref = a @ bt.T
+    assert ref[0, 0] * 256 == 2**31 - 1 - (2**31 - 1) % (256 * 64)       # the largest sum there is
+    out = cuda.to_device(np.full((16, 24), -(2**31), np.int32))
+    numgemm.gemm(pack_int4(a), pack_int4(bt).T, precision="int4", kernel="int4_ptx_unpack_s8", out=out, k=K)
+    np.testing.assert_array_equal(out.copy_to_host().astype(np.int64), ref)
+    with pytest.raises(ValueError, match="exact for K <="):
+        wide = np.full((16, K + 1), -8)
+        numgemm.gemm(pack_int4(wide), pack_int4(wide).T, precision="int4", kernel="int4_ptx_unpack_s8")

@@ -52,3 +52,11 @@ def test_default_kernel_per_layout():
     assert registry.default("fp16", "kn").precision == "fp16"
     with pytest.raises(ValueError, match="take B as NK"):
         registry.default("int8", "kn")
+
+
+def test_int4_default_widens_scaled_within_its_k_reach():
+    scaled = registry.default("int4", "nk", cc=(9, 0), k=4096)
+    assert scaled.unpack == "scaled"
+    assert registry.default("int4", "nk", cc=(9, 0), k=scaled.max_k + 1).unpack == "register"
+    assert registry.default("int4", "nk", cc=(8, 9), k=1 << 20).unpack == "none"
+    assert registry.default("int4", "nk", cc=(9, 0), m=16, k=8192).warps_k == 2

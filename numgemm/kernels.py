@@ -345,11 +345,6 @@ def _wmma_warp(cfg):
     env = {"cuda": cuda, "P": P, "w": w, "u32": u32, "acc_t": acc_t,
            "elem": {"fp16": types.float16, "int8": types.int8, "int4": types.uint8}[cfg.precision]}
 
-    def b_offset(kk, j):
-        if layout == "kn":          # k rows, n columns of 2 bytes
-            return kk * ok * pitch_b + j * on * 2
-        return j * on * pitch_b + kk * ksb
-
     nfa, nfb = mi * na, nj * nb
     frags = [f"return cuda.local.array({nfa * cfg.reg_buffers}, u32), "
              f"cuda.local.array({nfb * cfg.reg_buffers}, u32)"]
@@ -426,7 +421,7 @@ def _k_reduce(cfg):
     n_acc = cfg.bm * cfg.bn // cfg.threads * cfg.warps_k       # per thread
     slots = cfg.warps_m * cfg.warps_n * n_acc * 32            # one warp_k's accumulators
     lines = ["red = cuda.shared.array(0, acc_t)",
-             f"if wk > 0:",
+             "if wk > 0:",
              f"    base = (wk - 1) * {slots} + wmn * {n_acc * 32} + lane"]
     lines += [f"    red[base + {e * 32}] = acc[{e}]" for e in range(n_acc)]
     lines += ["cuda.syncthreads()", "if wk == 0:"]

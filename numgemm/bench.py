@@ -8,8 +8,9 @@ the exact reference (an irregular, batched shape, every entry), then timed
 at each size (CUDA events, warm-up, median; inputs rotated when they fit in
 L2), its output sampled against the reference again. A kernel that fails
 shows FAIL and is not timed; one that numgemm will not launch on this GPU
-shows n/a. One table: time, T(FL)OPS, share of this GPU's mma.sync ceiling (measured here by a register-only microbenchmark), speedup
-over the same-precision WMMA baseline, over fp16_wmma, and over the library
+shows n/a. One table: time, T(FL)OPS, share of this GPU's mma.sync ceiling
+(measured here by a register-only microbenchmark), speedup over the
+same-precision WMMA baseline, over fp16_wmma, and over the library
 peer (cuBLAS fp16, cuBLASLt int8) timed in the same run; the kernel's
 compile time and the host time of one gemm() call.
 """

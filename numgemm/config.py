@@ -121,7 +121,7 @@ class KernelConfig:
     @property
     def auto_reg_buffers(self):
         """Two fragment buffers alternate by k step: they need an even count a warp."""
-        return 1 if self.ksteps % max(self.warps_k, 1) or self.ksteps // max(self.warps_k, 1) % 2 else 2
+        return 2 if self.warp_ksteps and self.warp_ksteps % 2 == 0 else 1
 
     @property
     def max_k(self):
@@ -133,6 +133,14 @@ class KernelConfig:
     def ksteps(self):
         """Warp-level k steps in one block k-tile."""
         return self.bk // self.op_shape[2]
+
+    @property
+    def warp_ksteps(self):
+        """The k steps of a k-tile one warp takes (warps_k warps share them);
+        0 where they do not divide evenly."""
+        if self.warps_k < 1 or self.ksteps % self.warps_k:
+            return 0
+        return self.ksteps // self.warps_k
 
     @property
     def kstep_bytes(self):
@@ -260,14 +268,14 @@ class KernelConfig:
             err.append(f"bk={self.bk} is not a multiple of the operation's k={ok}")
         if self.bk_bytes % 16:
             err.append(f"bk={self.bk} is {self.bk_bytes} bytes, not whole 16-byte copies")
-        if self.warps_k < 1 or self.ksteps % self.warps_k:
+        if not self.warp_ksteps:
             err.append(f"the {self.ksteps} k steps of a k-tile do not divide among warps_k={self.warps_k}")
         elif self.warps_k > 1 and (self.op != "mma" or self.acc == "f16" or self.private_tiles):
             err.append("warps_k > 1 sums f32/s32 mma accumulators of shared tiles")
         if self.reg_buffers not in (1, 2):
             err.append("reg_buffers must be 1 or 2")
-        elif self.reg_buffers == 2 and self.ksteps // self.warps_k % 2:
-            err.append(f"2 fragment buffers alternate by k step: a warp's {self.ksteps // self.warps_k} "
+        elif self.reg_buffers == 2 and self.warp_ksteps % 2:
+            err.append(f"2 fragment buffers alternate by k step: a warp's {self.warp_ksteps} "
                        f"k steps per k-tile must be even")
         if not 2 <= self.stages <= 5:
             err.append("stages must be 2..5 (cp.async.wait_group 0..3)")

@@ -106,6 +106,14 @@ def _zeroed(n, dtype):
     return _device(init)
 
 
+def _fragments(n_a, n_b):
+    """A device function returning per-thread arrays for n_a A and n_b B
+    fragment registers (all reg_buffers sets)."""
+    def frags():
+        return cuda.local.array(n_a, u32), cuda.local.array(n_b, u32)
+    return _device(frags)
+
+
 # --- shared-memory words, element by element (the "manual pack" loaders) ----------
 
 @_device
@@ -224,7 +232,6 @@ def _mma_warp(cfg):
     pack16 = ptx.pack_b16x2
     get_c, put_c = _getter(nc), _setter(nc)
     n_acc, n_fa, n_fb = mi * nj * nc, mi * na, nj * nb     # array sizes must be constants
-    size_fa, size_fb = n_fa * cfg.reg_buffers, n_fb * cfg.reg_buffers
     # Scaled widening: 16 x 16 per product, so the sums are 256 x the s4 ones.
     # Written out: a shift inside the store's loops stops LLVM unrolling them.
     descale = _generated("descale", "acc", [f"acc[{e}] = sar8(acc[{e}])" for e in range(n_acc)]
@@ -247,10 +254,6 @@ def _mma_warp(cfg):
         def mma_tile(acc, c, fa, ia, fb, ib):
             put_c(acc, c, mma(get_a(fa, ia), get_b(fb, ib), get_c(acc, c)))
     mma_tile = _device(mma_tile)
-
-    def frags():
-        """Fragment registers: reg_buffers sets of A and B fragments."""
-        return cuda.local.array(size_fa, u32), cuda.local.array(size_fb, u32)
 
     def load(fa, fb, buf, a_tile, b_tile, kk, lane):
         """Fragments of k step kk into buffer buf, from shared memory.
@@ -314,8 +317,8 @@ def _mma_warp(cfg):
                         if col + 1 < N:
                             C[z, row, col + 1] = hi
 
-    return WarpRoutine(_zeroed(n_acc, acc_t), _device(frags), _device(load), _device(compute),
-                       _device(store))
+    return WarpRoutine(_zeroed(n_acc, acc_t), _fragments(n_fa * cfg.reg_buffers, n_fb * cfg.reg_buffers),
+                       _device(load), _device(compute), _device(store))
 
 
 _MMA_TYPES = {("fp16", "f32"): "f16_f32", ("fp16", "f16"): "f16_f16",
@@ -346,8 +349,6 @@ def _wmma_warp(cfg):
            "elem": {"fp16": types.float16, "int8": types.int8, "int4": types.uint8}[cfg.precision]}
 
     nfa, nfb = mi * na, nj * nb
-    frags = [f"return cuda.local.array({nfa * cfg.reg_buffers}, u32), "
-             f"cuda.local.array({nfb * cfg.reg_buffers}, u32)"]
     load = ["sm = cuda.shared.array(0, elem)",
             "a_off = a_tile - P.shared_addr(sm, 0)",
             "b_off = b_tile - P.shared_addr(sm, 0)"]
@@ -389,7 +390,7 @@ def _wmma_warp(cfg):
               f"            C[z, m0 + r, n0 + c] = tile[r * {tp} + c]"]
 
     return WarpRoutine(_zeroed(mi * nj * nacc, acc_t),
-                       _generated("frags", "", frags, env),
+                       _fragments(nfa * cfg.reg_buffers, nfb * cfg.reg_buffers),
                        _generated("load", "fa, fb, buf, a_tile, b_tile, kk, lane", load, env),
                        _generated("compute", "acc, fa, fb, buf", compute, env),
                        _generated("store", "acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned", store, env))
@@ -402,7 +403,7 @@ def _tile_steps(cfg, warp):
     step's fragments before its own mmas, and the last step's mmas are the
     skeleton's: it issues them after the barrier that ends the tile, behind
     the next tile's first loads."""
-    wk_, n = cfg.warps_k, cfg.ksteps // cfg.warps_k
+    wk_, n = cfg.warps_k, cfg.warp_ksteps
     kk = (lambda s: f"{s * wk_} + wk") if wk_ > 1 else str    # k step of this warp's s-th
     if cfg.reg_buffers == 2:
         steps = [(s + 1, (s + 1) % 2, s % 2) for s in range(n - 1)]
@@ -418,7 +419,7 @@ def _k_reduce(cfg):
     """reduce(acc, wk, wmn, lane): warps 1..warps_k-1 of a warp tile put their
     sums in shared memory (the pipeline's, free by now), warp 0 adds them.
     Written out: loops over the accumulators would leave them in local memory."""
-    n_acc = cfg.bm * cfg.bn // cfg.threads * cfg.warps_k       # per thread
+    n_acc = cfg.warp_tile[0] * cfg.warp_tile[1] // 32          # per thread (f32/s32)
     slots = cfg.warps_m * cfg.warps_n * n_acc * 32            # one warp_k's accumulators
     lines = ["red = cuda.shared.array(0, acc_t)",
              "if wk > 0:",

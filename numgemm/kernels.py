@@ -330,9 +330,11 @@ _MMA_TYPES = {("fp16", "f32"): "f16_f32", ("fp16", "f16"): "f16_f16",
 def _wmma_warp(cfg):
     """The WMMA warp routine, mirroring _mma_warp.
 
-    Written out statement by statement (generated source): a loop around the
-    external WMMA calls is not unrolled before LTO inlines them, and the
-    fragment indices it leaves dynamic put the accumulators in local memory.
+    A warp tile's loads and mmas are each one call of P.wmma_calls (one
+    WMMA function call per fragment, at constant offsets), and the store is
+    generated source: a Numba loop around the external WMMA calls is not
+    unrolled before LTO inlines them, and the fragment indices it leaves
+    dynamic put the accumulators in local memory.
     """
     w = P.wmma_functions(cfg.prec.wmma_name)
     om, on, ok = cfg.op_shape
@@ -345,24 +347,28 @@ def _wmma_warp(cfg):
     lda, ldb = (pitch_a * per_byte) >> shift, (pitch_b * per_byte) >> shift
     layout = cfg.b_layout
     acc_t = _ACC[cfg.acc]
-    env = {"cuda": cuda, "P": P, "w": w, "u32": u32, "acc_t": acc_t,
-           "elem": {"fp16": types.float16, "int8": types.int8, "int4": types.uint8}[cfg.precision]}
+    elem = {"fp16": types.float16, "int8": types.int8, "int4": types.uint8}[cfg.precision]
+    env = {"cuda": cuda, "P": P, "w": w, "u32": u32, "acc_t": acc_t}
 
     nfa, nfb = mi * na, nj * nb
-    load = ["sm = cuda.shared.array(0, elem)",
-            "a_off = a_tile - P.shared_addr(sm, 0)",
-            "b_off = b_tile - P.shared_addr(sm, 0)"]
-    load += [f"w.load_a(P.pointer(fa, buf * {nfa} + {i * na}), "
-             f"P.pointer(sm, (a_off + {i * om * pitch_a} + kk * {ksb}) >> {shift}), {lda})"
-             for i in range(mi)]
-    b_offset = (lambda j: f"kk * {ok * pitch_b} + {j * on * 2}") if layout == "kn" else \
-               (lambda j: f"{j * on * pitch_b} + kk * {ksb}")        # kn: k rows of 2-byte columns
-    load += [f"w.load_b_{layout}(P.pointer(fb, buf * {nfb} + {j * nb}), "
-             f"P.pointer(sm, (b_off + {b_offset(j)}) >> {shift}), {ldb})"
-             for j in range(nj)]
-    compute = [f"w.mma_{layout}(P.pointer(acc, {(i * nj + j) * nacc}), "
-               f"P.pointer(fa, buf * {nfa} + {i * na}), P.pointer(fb, buf * {nfb} + {j * nb}))"
-               for i in range(mi) for j in range(nj)]
+    # B's k step moves down K x N rows of 2-byte columns, or along N x K rows.
+    kn = layout == "kn"
+    b_kstep = ok * pitch_b if kn else ksb
+    load_as = P.wmma_calls(w.op.precision, "load_a", [(i * na, (i * om * pitch_a) >> shift, None)
+                                                      for i in range(mi)])
+    load_bs = P.wmma_calls(w.op.precision, f"load_b_{layout}",
+                           [(j * nb, (j * on * (2 if kn else pitch_b)) >> shift, None) for j in range(nj)])
+    mmas = P.wmma_calls(w.op.precision, f"mma_{layout}", [((i * nj + j) * nacc, i * na, j * nb)
+                                                          for i in range(mi) for j in range(nj)])
+
+    def load(fa, fb, buf, a_tile, b_tile, kk, lane):
+        sm = cuda.shared.array(0, elem)
+        base = P.shared_addr(sm, 0)
+        load_as(P.pointer(fa, buf * nfa), P.pointer(sm, (a_tile - base + kk * ksb) >> shift), lda)
+        load_bs(P.pointer(fb, buf * nfb), P.pointer(sm, (b_tile - base + kk * b_kstep) >> shift), ldb)
+
+    def compute(acc, fa, fb, buf):
+        mmas(P.pointer(acc, 0), P.pointer(fa, buf * nfa), P.pointer(fb, buf * nfb))
 
     # Store: a block tile wholly inside C (and C 32-byte aligned) goes straight
     # to C; one that overhangs C goes through shared memory (the pipeline's,
@@ -391,8 +397,7 @@ def _wmma_warp(cfg):
 
     return WarpRoutine(_zeroed(mi * nj * nacc, acc_t),
                        _fragments(nfa * cfg.reg_buffers, nfb * cfg.reg_buffers),
-                       _generated("load", "fa, fb, buf, a_tile, b_tile, kk, lane", load, env),
-                       _generated("compute", "acc, fa, fb, buf", compute, env),
+                       _device(load), _device(compute),
                        _generated("store", "acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned", store, env))
 
 

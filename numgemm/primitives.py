@@ -35,6 +35,7 @@ from types import ModuleType
 
 from llvmlite import ir
 from numba import cuda, types
+from numba.cuda import cgutils
 from numba.cuda.extending import intrinsic
 
 from .toolchain import BASELINES_DIR, PTX_DIR, enable_wmma_headers
@@ -372,10 +373,51 @@ def wmma_functions(precision):
         for layout in op.b_layouts:
             sigs[f"load_b_{layout}"] = types.int32(u32p, ep, types.uint32)
             sigs[f"mma_{layout}"] = types.int32(accp, u32p, u32p)
-        _wmma_namespaces[precision] = _namespace(f"wmma_{precision}", wmma_functions.__doc__, op=op, **{
-            name: cuda.declare_device(f"numgemm_wmma_{precision}_{name}", sig, link=[op.path])
-            for name, sig in sigs.items()})
+        _wmma_namespaces[precision] = _namespace(
+            f"wmma_{precision}", wmma_functions.__doc__, op=op, sigs=sigs, **{
+                name: cuda.declare_device(f"numgemm_wmma_{precision}_{name}", sig, link=[op.path])
+                for name, sig in sigs.items()})
     return _wmma_namespaces[precision]
 
 
 _wmma_namespaces = {}
+
+
+def wmma_calls(precision, name, offsets):
+    """An intrinsic f(*args) that calls WMMA function `name` once per row of
+    offsets, with f's arguments: call r passes pointer argument i plus
+    offsets[r][i] elements, and scalar arguments (offset None) unchanged.
+
+    One Numba call for a warp tile's fragments: written as one Numba call per
+    WMMA function, the tuned INT4 k-tile (512 8x8x32 operations) spent four
+    minutes in Numba's own inlining and typing; LTO inlines these calls as it
+    does those."""
+    w = wmma_functions(precision)
+    sig, path = w.sigs[name], w.op.path
+    symbol = f"numgemm_wmma_{precision}_{name}"
+
+    def check(args):
+        for got, want in zip(args, sig.args):
+            if isinstance(want, types.CPointer) and got != want:
+                return None          # a fragment or tile pointer of the wrong element type
+            if not isinstance(want, types.CPointer) and not isinstance(got, types.Integer):
+                return None
+        return types.none(*args), codegen
+
+    def codegen(context, builder, call_sig, args):
+        context.active_code_library.add_linking_file(path)
+        i32 = ir.IntType(32)
+        params = [context.get_value_type(t) for t in sig.args]
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i32, [i32.as_pointer(), *params]), symbol)
+        status = cgutils.alloca_once(builder, i32)
+        args = [v if isinstance(want, types.CPointer) else context.cast(builder, v, got, want)
+                for v, got, want in zip(args, call_sig.args, sig.args)]
+        for row in offsets:
+            builder.call(fn, [status] + [v if off is None else builder.gep(v, [ir.Constant(ir.IntType(64), off)])
+                                         for v, off in zip(args, row)])
+        return context.get_dummy_value()
+
+    params = ", ".join(f"a{i}" for i in range(len(sig.args)))
+    scope = {"check": check}
+    exec(f"def {name}_x{len(offsets)}(typingctx, {params}):\n    return check([{params}])\n", scope)
+    return intrinsic(scope[f"{name}_x{len(offsets)}"])

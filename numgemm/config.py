@@ -75,7 +75,10 @@ class KernelConfig:
     linkage: str = "inline"    # inline | link: how the PTX routines reach the kernel
     unpack: str = "none"       # int4: none (s4 mma) | register (widen to s8 in registers) |
                                # scaled (widen to 16 x s8 in registers: 3 instead of 7 ALU
-                               # per 8 values, the sum shifted back; K <= max_k)
+                               # per 8 values, the sum shifted back; K <= max_k) |
+                               # tile (widen once per k-tile on its way into shared memory:
+                               # ld.global early, widen + st.shared after the tile's mmas;
+                               # the warps run the s8 k32 path on s8 tiles)
     min_blocks: int = 1        # launch bounds: blocks per SM the compiler must allow
     reg_buffers: int = 0       # fragment register buffers: 2 loads the next k step's fragments
                                # (across the barrier at a tile's end) while this one's mmas issue;
@@ -114,6 +117,8 @@ class KernelConfig:
             return 1, 1, 4
         if self.op == "wmma":
             return self.prec.wmma
+        if self.unpack == "tile":
+            return 16, 8, 32            # s8 in shared memory: the int8 k32 path
         if self.unpack != "none":
             return 16, 8, 64            # one s4 k64 step, issued as two s8 k32 mmas
         return 16, 8, self.mma_k
@@ -128,6 +133,14 @@ class KernelConfig:
         """The largest K the kernel is exact for: a scaled widening accumulates
         256 x the s4 products (each at most 64) in s32."""
         return (2**31 - 1) // (256 * 64) if self.unpack == "scaled" else None
+
+    @property
+    def shared_view(self):
+        """The config as the warps see it: with unpack="tile" shared memory holds
+        s8 tiles of the same shape, read by the int8 k32 warp routine; else self."""
+        if self.unpack != "tile":
+            return self
+        return self.replace(precision="int8", mma_k=32, unpack="none")
 
     @property
     def ksteps(self):
@@ -197,6 +210,8 @@ class KernelConfig:
 
     @property
     def stage_bytes(self):
+        if self.unpack == "tile":
+            return self.shared_view.stage_bytes
         tiles = self.warps_m * self.warps_n if self.private_tiles else 1
         return tiles * (self.tile_bytes_a + self.tile_bytes_b)
 
@@ -304,14 +319,16 @@ class KernelConfig:
             err.append("f16 accumulation is the m16n8k16 mma")
         if self.linkage not in ("inline", "link"):
             err.append("linkage must be inline or link")
-        if self.unpack not in ("none", "register", "scaled"):
-            err.append("unpack must be none, register or scaled")
+        if self.unpack not in ("none", "register", "scaled", "tile"):
+            err.append("unpack must be none, register, scaled or tile")
         if self.unpack != "none" and (self.precision != "int4" or self.op != "mma"):
             err.append("unpack applies to int4 mma kernels")
+        if self.unpack == "tile" and (self.b_layout != "nk" or self.evict != "none"):
+            err.append("unpack=tile widens N x K tiles loaded by ld.global (b_layout=nk, evict=none)")
         for what, row_bytes, unit in (("A", self.bk_bytes, 16), ("B", self.b_tile_shape[1], self.b_copy_bytes)):
             if row_bytes % unit == 0 and self.copiers % (row_bytes // unit):
                 err.append(f"{what} tile rows of {row_bytes} bytes do not divide among {self.copiers} threads")
-        if self.smem_bytes > 227 * 1024:
+        if not err and self.smem_bytes > 227 * 1024:       # sizes need a valid config
             err.append(f"{self.smem_bytes} bytes of shared memory is more than a block can have")
         if err:
             raise ValueError(f"invalid kernel config ({self.precision} {self.op}): " + "; ".join(err))

@@ -156,8 +156,8 @@ def _copier(cfg, unit=16):
     return _device(lambda dst, src, valid, policy: hinted(dst, src, valid, policy))
 
 
-def _tile_loader(cfg, rows, row_bytes, pitch, unit=16):
-    """(setup, load) for copying a rows x row_bytes tile into shared memory.
+def _tile_loader(cfg, rows, row_bytes, pitch, unit=16, reg0=0):
+    """(setup, issue, land, registers) for copying a rows x row_bytes tile into shared memory.
 
     Each thread owns one unit-byte column of the tile (16: cp.async; 2: the
     scalar ldg16 loader) and every (copiers / per_row)-th row, so its source
@@ -165,7 +165,12 @@ def _tile_loader(cfg, rows, row_bytes, pitch, unit=16):
     compare, two selects and the LDGSTS. Rows at or past rows_left and columns
     past the matrix (col_ok = 0) are zero-filled, so a tile may overhang the
     matrix on every side; rows are whole 16-byte columns (gemm() pads K
-    otherwise)."""
+    otherwise).
+
+    issue starts the copies; land finishes them. With cp.async, land has
+    nothing to do (the pipeline's wait does it). With unpack="tile", issue
+    loads 16 bytes of s4 into registers regs[reg0:] and land widens them to
+    32 bytes of s8 and stores them, at twice the column in shared memory."""
     copy = _copier(cfg, unit)
     per_row = row_bytes // unit
     step = cfg.copiers // per_row                 # rows between a thread's copies
@@ -179,16 +184,42 @@ def _tile_loader(cfg, rows, row_bytes, pitch, unit=16):
         col = (copier % per_row) * unit
         return base, base + (row0 + r) * arr.strides[1] + col, r, col
 
-    def load(base, src, stride, rows_left, rows_in_tile, col_ok, dst, policy):
-        """rows_left: rows of the matrix from this thread's first; rows_in_tile:
-        rows of the tile from it (int32)."""
+    if cfg.unpack != "tile":
+        def issue(base, src, stride, rows_left, rows_in_tile, col_ok, dst, policy, regs):
+            """rows_left: rows of the matrix from this thread's first; rows_in_tile:
+            rows of the tile from it (int32)."""
+            for i in range(passes):
+                if not ragged or i * step < rows_in_tile:
+                    ok = col_ok and i * step < rows_left
+                    # A zero-filled copy still names an address inside the array.
+                    copy(dst + i * step * pitch, src + i * step * stride if ok else base, ok, policy)
+
+        def land(rows_in_tile, dst, regs):
+            pass
+
+        return _device(setup), _device(issue), _device(land), 0
+
+    ptx = P.routines(cfg.linkage)
+    ld, st, widen = getattr(ptx, f"ld_global_{cfg.cache}_v4"), ptx.st_shared_v4, ptx.unpack_s4_s8
+    get4, put4 = _getter(4), _setter(4)
+
+    def issue(base, src, stride, rows_left, rows_in_tile, col_ok, dst, policy, regs):
         for i in range(passes):
             if not ragged or i * step < rows_in_tile:
                 ok = col_ok and i * step < rows_left
-                # A zero-filled copy still names an address inside the array.
-                copy(dst + i * step * pitch, src + i * step * stride if ok else base, ok, policy)
+                put4(regs, reg0 + 4 * i, ld(src + i * step * stride if ok else base, ok))
 
-    return _device(setup), _device(load)
+    def land(rows_in_tile, dst, regs):
+        # Each word's eight s4 become (e0 e2 e4 e6) (e1 e3 e5 e7): A and B rows
+        # are permuted alike along K, so their products meet.
+        for i in range(passes):
+            if not ragged or i * step < rows_in_tile:
+                w = get4(regs, reg0 + 4 * i)
+                x0, x1, x2, x3 = widen(w[0]), widen(w[1]), widen(w[2]), widen(w[3])
+                st(dst + i * step * pitch, (x0[0], x0[1], x1[0], x1[1]))
+                st(dst + i * step * pitch + 16, (x2[0], x2[1], x3[0], x3[1]))
+
+    return _device(setup), _device(issue), _device(land), 4 * passes
 
 
 # --- warp-level routines ---------------------------------------------------------------
@@ -473,14 +504,22 @@ def kernel_function(cfg: KernelConfig):
     if cfg.op == "dp4a":
         return _dp4a_function(cfg)
     ptx = P.routines(cfg.linkage)
-    warp_routine = (_wmma_warp if cfg.op == "wmma" else _mma_warp)(cfg)
+    # Shared memory and the warps see sv: cfg itself, or (unpack="tile") its s8 tiles.
+    sv = cfg.shared_view
+    warp_routine = (_wmma_warp if cfg.op == "wmma" else _mma_warp)(sv)
     init, frags, load_frags, compute, store = warp_routine
-    tile_steps = _tile_steps(cfg, warp_routine)
-    k_reduce = _k_reduce(cfg) if cfg.warps_k > 1 else None
-    setup_a, load_a = _tile_loader(cfg, cfg.rows_a, cfg.bk_bytes, cfg.pitch_a)
-    setup_b, load_b = _tile_loader(cfg, *cfg.b_tile_shape, cfg.pitch_b, cfg.b_copy_bytes)
-    wait = getattr(ptx, f"cp_async_wait_{cfg.stages - 2}")
-    commit = ptx.cp_async_commit
+    tile_steps = _tile_steps(sv, warp_routine)
+    k_reduce = _k_reduce(sv) if cfg.warps_k > 1 else None
+    widen = sv.bk_bytes // cfg.bk_bytes     # shared bytes per global byte of K
+    setup_a, load_a, land_a, regs_a = _tile_loader(cfg, cfg.rows_a, cfg.bk_bytes, sv.pitch_a)
+    setup_b, load_b, land_b, regs_b = _tile_loader(cfg, *cfg.b_tile_shape, sv.pitch_b, cfg.b_copy_bytes,
+                                                   reg0=regs_a)
+    n_regs = max(1, regs_a + regs_b)        # registers that hold a tile in flight (unpack="tile")
+    if cfg.unpack == "tile":                # no cp.async groups to close or wait for
+        commit = wait = _device(lambda: None)
+    else:
+        wait = getattr(ptx, f"cp_async_wait_{cfg.stages - 2}")
+        commit = ptx.cp_async_commit
     make_policy = getattr(ptx, f"policy_{cfg.evict}") if cfg.evict != "none" else None
 
     bm, bn, bk, bkb = cfg.bm, cfg.bn, cfg.bk, cfg.bk_bytes
@@ -488,10 +527,10 @@ def kernel_function(cfg: KernelConfig):
     warps_n, warps_k, stages = cfg.warps_n, cfg.warps_k, cfg.stages
     warps_mn = cfg.warps_m * warps_n
     private, raster = cfg.private_tiles, cfg.raster
-    stage_bytes, tile_a, tile_b = cfg.stage_bytes, cfg.tile_bytes_a, cfg.tile_bytes_b
+    stage_bytes, tile_a, tile_b = sv.stage_bytes, sv.tile_bytes_a, sv.tile_bytes_b
     pipe_bytes = stages * stage_bytes
     kn = cfg.b_layout == "kn"
-    pitch_a, pitch_b = cfg.pitch_a, cfg.pitch_b
+    pitch_a, pitch_b = sv.pitch_a, sv.pitch_b
     b_esize = 2                             # K x N B: one 16-bit unit per column
     a_tile_rows, b_tile_rows = cfg.rows_a, cfg.b_tile_shape[0]
     bk_units = bk // cfg.prec.k_per_unit    # rows of a K x N B tile
@@ -534,7 +573,7 @@ def kernel_function(cfg: KernelConfig):
             a_warp, b_warp = wr * wm, wc * wn
 
         a_base, a_src, a_r, a_col = setup_a(A, z, a_row0, copier)
-        a_dst = sbase + tile_off + a_r * pitch_a + a_col
+        a_dst = sbase + tile_off + a_r * pitch_a + a_col * widen
         a_rows = i32(M - a_row0 - a_r)
         if kn:                 # B rows are k: the row offset moves, the column stays
             b_base, b_src, b_r, b_col = setup_b(B, zb, 0, copier)
@@ -545,21 +584,28 @@ def kernel_function(cfg: KernelConfig):
             b_base, b_src, b_r, b_col = setup_b(B, zb, b_row0, copier)
             b_step = bkb
             b_rows = i32(N - b_row0 - b_r)
-        b_dst = sbase + tile_off + tile_a + b_r * pitch_b + b_col
+        b_dst = sbase + tile_off + tile_a + b_r * pitch_b + b_col * widen
         ktiles = (KB + bkb - 1) // bkb
 
         acc = init()
+        regs = cuda.local.array(n_regs, u32)
 
         def load_stage(kt, off):
+            """Start copying k-tile kt into the stage at byte offset off."""
             kb0 = i32(kt * bkb)
             load_a(a_base, a_src + kb0, A.strides[1], a_rows, a_tile_rows - a_r,
-                   kb0 + a_col < KB, a_dst + off, policy)
+                   kb0 + a_col < KB, a_dst + off, policy, regs)
             if kn:
                 load_b(b_base, b_src + kt * b_step, B.strides[1], i32(K - kt * bk_units - b_r),
-                       b_tile_rows - b_r, b_cols_ok, b_dst + off, policy)
+                       b_tile_rows - b_r, b_cols_ok, b_dst + off, policy, regs)
             else:
                 load_b(b_base, b_src + kb0, B.strides[1], b_rows, b_tile_rows - b_r,
-                       kb0 + b_col < KB, b_dst + off, policy)
+                       kb0 + b_col < KB, b_dst + off, policy, regs)
+
+        def land_stage(off):
+            """Finish the copies load_stage started (unpack="tile": widen and store)."""
+            land_a(a_tile_rows - a_r, a_dst + off, regs)
+            land_b(b_tile_rows - b_r, b_dst + off, regs)
 
         def barrier():
             if private:
@@ -577,6 +623,7 @@ def kernel_function(cfg: KernelConfig):
         for s in range(stages - 1):
             if s < ktiles:
                 load_stage(s, s * stage_bytes)
+                land_stage(s * stage_bytes)
             commit()
         wait()                              # tile 0 has landed (this thread's copies)
         barrier()                           # ... everyone's
@@ -592,6 +639,8 @@ def kernel_function(cfg: KernelConfig):
             commit()
             a_tile, b_tile = warp_tiles(read)
             tile_steps(acc, fa, fb, a_tile, b_tile, lane, wk)
+            if kt + stages - 1 < ktiles:    # registers -> shared, behind this tile's mmas
+                land_stage(write)
             wait()                          # tile kt+1 has landed (this thread's copies)
             barrier()                       # ... everyone's, and stage kt is read
             read = read + stage_bytes if read + stage_bytes < pipe_bytes else 0

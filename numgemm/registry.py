@@ -74,6 +74,11 @@ def _families(preset):
             # there): to 16 x s8 in 3 instructions per 8 values (K <= 131071), or exactly in 7.
             "int4_ptx_unpack_s8": int4.replace(unpack="scaled"),
             "int4_ptx_unpack_s8_exact": int4.replace(unpack="register"),
+            # ... or once per k-tile on its way into shared memory, as s8. Shared tiles
+            # of s8 are twice the bytes: tuned, a 64-byte k-tile in 2 stages keeps two
+            # blocks per SM.
+            "int4_ptx_unpack_s8_tile": int4.replace(unpack="tile") if paper else
+                                       int4.replace(unpack="tile", bk=128, stages=2),
         },
         "int4_k64_ablation": _ablations("int4_ptx_mma_k64", int4),
     }

@@ -47,7 +47,8 @@ def test_derived_sizes():
     (dict(b_layout="kn"), "K x N int8 B is not implemented"),
     (dict(acc="f16"), "cannot accumulate in f16"),
     (dict(bm=100), "warp tile"),
-    (dict(unpack="tile"), "unpack must be"),
+    (dict(unpack="shared"), "unpack must be"),
+    (dict(unpack="tile"), "unpack applies to int4"),
     (dict(bk=64, warps_k=4), "do not divide among warps_k=4"),
     (dict(warps_k=2, acc="s32", op="wmma"), "warps_k > 1"),
     (dict(bk=96, reg_buffers=2), "must be even"),
@@ -83,3 +84,17 @@ def test_scaled_widening_bounds_k():
     assert KernelConfig("int4", unpack="scaled").max_k == 131071         # 256 * 64 * K < 2**31
     assert KernelConfig("int4", unpack="register").max_k is None
     assert KernelConfig("int4", unpack="scaled").op_shape == (16, 8, 64)
+
+
+def test_tile_widening_stores_s8_tiles():
+    """unpack="tile": K elements are s4 in global memory (bk / 2 bytes a row) and
+    s8 in shared memory, where the int8 k32 warp routine reads them."""
+    c = KernelConfig("int4", bk=256, unpack="tile")
+    view = c.shared_view
+    assert view.precision == "int8" and view.mma_k == 32 and view.unpack == "none"
+    assert c.bk_bytes == 128 and view.bk_bytes == 256
+    assert c.stage_bytes == view.stage_bytes == 2 * 128 * (256 + 16)
+    assert c.smem_bytes == 3 * c.stage_bytes
+    assert c.op_shape == (16, 8, 32) and c.max_k is None
+    with pytest.raises(ValueError, match="b_layout=nk"):
+        KernelConfig("int4", b_layout="kn", unpack="tile")

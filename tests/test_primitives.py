@@ -196,15 +196,19 @@ def run_ldmatrix(n, trans, ns, rng):
 # --- cp.async ---------------------------------------------------------------------
 
 CP_ASYNC = [(cache, policy) for cache in ("ca", "cg")
-            for policy in (None, "evict_first", "evict_last")] + [("b16", None)]
+            for policy in (None, "evict_first", "evict_last")] + [("b16", None), ("v4ca", None), ("v4cg", None)]
 
 
 def cp_async_kernel(cache, policy, ns):
     """Lane l copies 16 bytes, or writes 16 zeros where valid[l] == 0; cache
-    "b16": the scalar 2-byte copy, into the low half of the lane's first word."""
+    "b16": the scalar 2-byte copy, into the low half of the lane's first word;
+    "v4ca" / "v4cg": through registers (ld.global.v4 + st.shared.v4)."""
     commit, wait = ns.cp_async_commit, ns.cp_async_wait_0
     if cache == "b16":
         copy = ns.copy_b16
+    elif cache.startswith("v4"):
+        ld, st = getattr(ns, f"ld_global_{cache[2:]}_v4"), ns.st_shared_v4
+        copy = cuda.jit(device=True, inline="always")(lambda dst, src, valid: st(dst, ld(src, valid)))
     elif policy:
         hinted, make_policy = getattr(ns, f"cp_async_{cache}_hint"), getattr(ns, f"policy_{policy}")
         copy = cuda.jit(device=True, inline="always")(
@@ -393,7 +397,8 @@ def offline_cases():
     for cache, policy in CP_ASYNC:
         yield (f"cp_async_{cache}_{policy}", lambda ns, c=cache, p=policy: cp_async_kernel(c, p, ns),
                (u32[::1], i32[::1], u32[::1]),
-               {"cg": "LDGSTS.E.BYPASS", "ca": "LDGSTS.E.", "b16": "STS.U16"}[cache])
+               {"cg": "LDGSTS.E.BYPASS", "ca": "LDGSTS.E.", "b16": "STS.U16",
+                "v4ca": "LDG.E.128.STRONG.SM", "v4cg": "LDG.E.128.STRONG.GPU"}[cache])
     for n in range(4):
         yield (f"cp_async_wait_{n}", lambda ns, n=n: cp_wait_kernel(n, ns),
                (u32[::1], u32[::1]), "DEPBAR.LE")

@@ -117,9 +117,11 @@ def plan_gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, k=
     if cfg.evict != "none" and cc == (9, 0):
         raise NotOnThisGPU(
             f"{cfg.name}: cp.async with an L2 cache policy faults inside these GEMMs on sm_90 "
-            "(CUDA_ERROR_ILLEGAL_INSTRUCTION on an H200, 2026-11-29; the routines alone pass "
-            "their tests, the cause is not found yet), which would end the process's CUDA "
-            "context; numgemm does not launch it there")
+            "(CUDA_ERROR_ILLEGAL_INSTRUCTION on an H200). ptxas miscompiles it: in the main "
+            "loop's LDGSTS the cache-policy descriptor register is overwritten, with createpolicy "
+            "and with a constant policy alike (a known ptxas bug: IST-DASLab/marlin#44, "
+            "triton-lang/triton#11660). It would end the process's CUDA context, so numgemm "
+            "does not launch it there")
     # The kernel reads rows as whole, aligned 16-byte copies.
     A = _bytes(_aligned_rows(a3))
     B = _bytes(_aligned_rows(b3 if layout == "kn" else transposed(b3)))

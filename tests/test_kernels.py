@@ -25,7 +25,10 @@ def test_sass(preset, name, target):
     if not calls_expected:
         assert b.calls == 0, f"{cfg.name} on {target} calls a function"
     if cfg.op == "mma":
-        assert b.count("LDGSTS") >= 1
+        if cfg.unpack == "tile":         # global -> registers -> (widened) shared
+            assert b.count("LDG.E.128") >= 1 and b.count("STS.128") >= 1 and b.count("LDGSTS") == 0
+        else:
+            assert b.count("LDGSTS") >= 1
         assert b.count("LDSM") >= 1 or cfg.a_ldmatrix == cfg.b_ldmatrix == 0
 
 

@@ -5,8 +5,10 @@ A kernel computes C[z] = A[z] @ op(B[z]) for one output tile per block:
     grid.x walks the output tiles (grouped by KernelConfig.raster for L2
     reuse), grid.z the batch. Each k-tile of A and B travels global -> shared
     through a KernelConfig.stages-deep cp.async pipeline (16-byte copies,
-    zero-filled past the matrix edges, so any M, N, K works). Each warp then
-    runs the warp-level routine over its warp tile:
+    zero-filled past the matrix edges, so any M, N, K works; INT4 with
+    unpack="tile" instead loads each k-tile into registers one tile ahead
+    and stores it widened to s8). Each warp then runs the warp-level routine
+    over its warp tile:
 
       op="mma"  ldmatrix + mma.sync from ptx_asm/ (numgemm.primitives), the
                 accumulators in registers, stored straight to C;

@@ -381,7 +381,7 @@ def _wmma_warp(cfg):
     layout = cfg.b_layout
     acc_t = _ACC[cfg.acc]
     elem = {"fp16": types.float16, "int8": types.int8, "int4": types.uint8}[cfg.precision]
-    env = {"cuda": cuda, "P": P, "w": w, "u32": u32, "acc_t": acc_t}
+    env = {"cuda": cuda, "P": P, "w": w, "acc_t": acc_t}
 
     nfa, nfb = mi * na, nj * nb
     # B's k step moves down K x N rows of 2-byte columns, or along N x K rows.

@@ -373,10 +373,9 @@ def wmma_functions(precision):
         for layout in op.b_layouts:
             sigs[f"load_b_{layout}"] = types.int32(u32p, ep, types.uint32)
             sigs[f"mma_{layout}"] = types.int32(accp, u32p, u32p)
-        _wmma_namespaces[precision] = _namespace(
-            f"wmma_{precision}", wmma_functions.__doc__, op=op, sigs=sigs, **{
-                name: cuda.declare_device(f"numgemm_wmma_{precision}_{name}", sig, link=[op.path])
-                for name, sig in sigs.items()})
+        _wmma_namespaces[precision] = _namespace(f"wmma_{precision}", wmma_functions.__doc__, op=op, **{
+            name: cuda.declare_device(f"numgemm_wmma_{precision}_{name}", sig, link=[op.path])
+            for name, sig in sigs.items()})
     return _wmma_namespaces[precision]
 
 
@@ -393,8 +392,8 @@ def wmma_calls(precision, name, offsets):
     minutes in Numba's own inlining and typing; LTO inlines these calls as it
     does those."""
     w = wmma_functions(precision)
-    sig, path = w.sigs[name], w.op.path
-    symbol = f"numgemm_wmma_{precision}_{name}"
+    fn = getattr(w, name)                          # the declared function: symbol and signature
+    sig, path = fn.sig, w.op.path
 
     def check(args):
         for got, want in zip(args, sig.args):
@@ -408,13 +407,14 @@ def wmma_calls(precision, name, offsets):
         context.active_code_library.add_linking_file(path)
         i32 = ir.IntType(32)
         params = [context.get_value_type(t) for t in sig.args]
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i32, [i32.as_pointer(), *params]), symbol)
+        callee = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i32, [i32.as_pointer(), *params]),
+                                                fn.name)
         status = cgutils.alloca_once(builder, i32)
         args = [v if isinstance(want, types.CPointer) else context.cast(builder, v, got, want)
                 for v, got, want in zip(args, call_sig.args, sig.args)]
         for row in offsets:
-            builder.call(fn, [status] + [v if off is None else builder.gep(v, [ir.Constant(ir.IntType(64), off)])
-                                         for v, off in zip(args, row)])
+            builder.call(callee, [status] + [v if off is None else builder.gep(v, [ir.Constant(ir.IntType(64), off)])
+                                             for v, off in zip(args, row)])
         return context.get_dummy_value()
 
     params = ", ".join(f"a{i}" for i in range(len(sig.args)))

@@ -84,14 +84,16 @@ def _families(preset):
     }
     if not paper:
         # Memory-bound shapes (small M, quantized inference): 16-row tiles, long
-        # K stages, so that N / 64 blocks stream B. INT4 splits each k-tile's
-        # steps between two warps per warp tile: its widening, not the memory,
-        # held a warp back (H200, 16 x 8192 x 8192: 19.5 -> 14.9 us; INT8 gains
-        # nothing from the split: 26.0 -> 26.7 us).
-        skinny = dict(bm=16, bn=64, warps_m=1, warps_n=2, stages=4, min_blocks=1, reg_buffers=2)
-        families["int8"]["int8_ptx_mma_k32_m16"] = int8.replace(bk=256, **skinny)
-        families["int4"]["int4_ptx_unpack_s8_m16"] = int4.replace(bk=512, unpack="scaled", warps_k=2,
-                                                                  **skinny)
+        # K stages, so that N / 64 blocks stream B, and each k-tile's steps
+        # split among warps_k warps per warp tile (more warps in flight: one
+        # warp per scheduler leaves them stalled 3/4 of the time). Interleaved
+        # A/B timings on an H200, 16 x 8192 x 8192 (2026-11-29, scratch
+        # sweeps): INT8 27.1 us (256-byte tiles, 4 stages, no split) -> 26.2
+        # (512 bytes, 5 stages, 2 warps); INT4 17.7 (2 warps) -> 17.5 (4).
+        skinny = dict(bm=16, bn=64, warps_m=1, warps_n=2, min_blocks=1, reg_buffers=2)
+        families["int8"]["int8_ptx_mma_k32_m16"] = int8.replace(bk=512, stages=5, warps_k=2, **skinny)
+        families["int4"]["int4_ptx_unpack_s8_m16"] = int4.replace(bk=512, stages=4, unpack="scaled",
+                                                                  warps_k=4, **skinny)
     return families
 
 

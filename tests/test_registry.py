@@ -59,4 +59,7 @@ def test_int4_default_widens_scaled_within_its_k_reach():
     assert scaled.unpack == "scaled"
     assert registry.default("int4", "nk", cc=(9, 0), k=scaled.max_k + 1).unpack == "register"
     assert registry.default("int4", "nk", cc=(8, 9), k=1 << 20).unpack == "none"
-    assert registry.default("int4", "nk", cc=(9, 0), m=16, k=8192).warps_k == 2
+    small_m = registry.default("int4", "nk", cc=(9, 0), m=16, k=8192)
+    assert small_m is registry.get("int4_ptx_unpack_s8_m16") and small_m.bm == 16
+    assert registry.default("int8", "nk", m=16).bm == 16
+    assert registry.default("int8", "nk", m=17).bm > 16

@@ -283,18 +283,27 @@ def _output(out, batched, batch, M, N, dtype, host):
     return (dev if batched else _batched(dev)), False, out
 
 
+# How to pass B in each layout (a Numba device array's .T is a transposed copy, not a view).
+_LAYOUT_HINT = {"nk": "b = bt.T for a row-major N x K array bt; numgemm.transposed(bt) for a Numba "
+                      "device array, whose .T copies",
+                "kn": "b as a row-major K x N array"}
+
+
 def _config(kernel, precision, layout, preset, m, k, cc):
     if kernel is None:
-        return registry.default(precision, layout, preset, cc, m, k)
+        try:
+            return registry.default(precision, layout, preset, cc, m, k)
+        except ValueError as e:
+            other = "kn" if layout == "nk" else "nk"
+            raise ValueError(f"{e} ({_LAYOUT_HINT[other]})") from None
     cfg = registry.get(kernel, preset) if isinstance(kernel, str) else kernel
     if not isinstance(cfg, KernelConfig):
         raise TypeError(f"kernel must be a registered name or a KernelConfig, got {type(kernel).__name__}")
     if cfg.precision != precision:
         raise ValueError(f"kernel {cfg.name} is {cfg.precision}; the operands are {precision}")
     if cfg.b_layout != layout:
-        hint = ("b = bt.T for an N x K array bt" if cfg.b_layout == "nk"
-                else "b as a row-major K x N array")
-        raise ValueError(f"kernel {cfg.name} takes B as {cfg.b_layout.upper()} ({hint}); "
+        raise ValueError(f"kernel {cfg.name} takes B as {cfg.b_layout.upper()} "
+                         f"({_LAYOUT_HINT[cfg.b_layout]}); "
                          f"this b is {layout.upper()}")
     if cfg.max_k is not None and k > cfg.max_k:
         raise ValueError(f"kernel {cfg.name} widens s4 to 16 x s8 and is exact for K <= {cfg.max_k}; "

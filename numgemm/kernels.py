@@ -187,41 +187,40 @@ def _tile_loader(cfg, rows, row_bytes, pitch, unit=16, reg0=0):
         return base, base + (row0 + r) * arr.strides[1] + col, r, col
 
     if cfg.unpack != "tile":
-        def issue(base, src, stride, rows_left, rows_in_tile, col_ok, dst, policy, regs):
-            """rows_left: rows of the matrix from this thread's first; rows_in_tile:
-            rows of the tile from it (int32)."""
-            for i in range(passes):
-                if not ragged or i * step < rows_in_tile:
-                    ok = col_ok and i * step < rows_left
-                    # A zero-filled copy still names an address inside the array.
-                    copy(dst + i * step * pitch, src + i * step * stride if ok else base, ok, policy)
+        def copy_one(i, dst, src, ok, policy, regs):
+            copy(dst, src, ok, policy)
 
         def land(rows_in_tile, dst, regs):
             pass
+    else:
+        ptx = P.routines(cfg.linkage)
+        ld, st, widen = getattr(ptx, f"ld_global_{cfg.cache}_v4"), ptx.st_shared_v4, ptx.unpack_s4_s8
+        get4, put4 = _getter(4), _setter(4)
 
-        return _device(setup), _device(issue), _device(land), 0
+        def copy_one(i, dst, src, ok, policy, regs):
+            put4(regs, reg0 + 4 * i, ld(src, ok))
 
-    ptx = P.routines(cfg.linkage)
-    ld, st, widen = getattr(ptx, f"ld_global_{cfg.cache}_v4"), ptx.st_shared_v4, ptx.unpack_s4_s8
-    get4, put4 = _getter(4), _setter(4)
+        def land(rows_in_tile, dst, regs):
+            # Each word's eight s4 become (e0 e2 e4 e6) (e1 e3 e5 e7): A and B rows
+            # are permuted alike along K, so their products meet.
+            for i in range(passes):
+                if not ragged or i * step < rows_in_tile:
+                    w = get4(regs, reg0 + 4 * i)
+                    x0, x1, x2, x3 = widen(w[0]), widen(w[1]), widen(w[2]), widen(w[3])
+                    st(dst + i * step * pitch, (x0[0], x0[1], x1[0], x1[1]))
+                    st(dst + i * step * pitch + 16, (x2[0], x2[1], x3[0], x3[1]))
+    copy_one = _device(copy_one)
 
     def issue(base, src, stride, rows_left, rows_in_tile, col_ok, dst, policy, regs):
+        """rows_left: rows of the matrix from this thread's first; rows_in_tile:
+        rows of the tile from it (int32)."""
         for i in range(passes):
             if not ragged or i * step < rows_in_tile:
                 ok = col_ok and i * step < rows_left
-                put4(regs, reg0 + 4 * i, ld(src + i * step * stride if ok else base, ok))
+                # A zero-filled copy still names an address inside the array.
+                copy_one(i, dst + i * step * pitch, src + i * step * stride if ok else base, ok, policy, regs)
 
-    def land(rows_in_tile, dst, regs):
-        # Each word's eight s4 become (e0 e2 e4 e6) (e1 e3 e5 e7): A and B rows
-        # are permuted alike along K, so their products meet.
-        for i in range(passes):
-            if not ragged or i * step < rows_in_tile:
-                w = get4(regs, reg0 + 4 * i)
-                x0, x1, x2, x3 = widen(w[0]), widen(w[1]), widen(w[2]), widen(w[3])
-                st(dst + i * step * pitch, (x0[0], x0[1], x1[0], x1[1]))
-                st(dst + i * step * pitch + 16, (x2[0], x2[1], x3[0], x3[1]))
-
-    return _device(setup), _device(issue), _device(land), 4 * passes
+    return _device(setup), _device(issue), _device(land), 4 * passes if cfg.unpack == "tile" else 0
 
 
 # --- warp-level routines ---------------------------------------------------------------

@@ -72,6 +72,9 @@ class KernelConfig:
     smem_pad: int = 16         # bytes added to each shared-memory row (bank conflicts)
     private_tiles: bool = False  # each warp stages its own A/B tiles (the study's kernels)
     raster: int = 1            # blocks walk output tiles in groups of this many rows (L2 reuse)
+    k_stagger: int = 0         # block b starts its k loop at k-tile b * k_stagger (mod k-tiles) and
+                               # wraps, so that blocks running together read different columns
+                               # of B, not one column band of every row (memory-bound shapes)
     linkage: str = "inline"    # inline | link: how the PTX routines reach the kernel
     unpack: str = "none"       # int4: none (s4 mma) | register (widen to s8 in registers) |
                                # scaled (widen to 16 x s8 in registers: 3 instead of 7 ALU
@@ -245,7 +248,7 @@ class KernelConfig:
              f"_w{self.warps_m}x{self.warps_n}_s{self.stages}")
         default = KernelConfig.__dataclass_fields__
         for f in ("warps_k", "a_ldmatrix", "b_ldmatrix", "cache", "evict", "b_layout", "b_global", "acc",
-                  "smem_pad", "private_tiles", "raster", "linkage", "unpack", "min_blocks",
+                  "smem_pad", "private_tiles", "raster", "k_stagger", "linkage", "unpack", "min_blocks",
                   "reg_buffers"):
             value = getattr(self, f)
             if (f == "acc" and value == self.prec.acc) or (f == "reg_buffers" and value == self.auto_reg_buffers):
@@ -287,6 +290,8 @@ class KernelConfig:
             err.append(f"the {self.ksteps} k steps of a k-tile do not divide among warps_k={self.warps_k}")
         elif self.warps_k > 1 and (self.op != "mma" or self.acc == "f16" or self.private_tiles):
             err.append("warps_k > 1 sums f32/s32 mma accumulators of shared tiles")
+        if self.k_stagger < 0:
+            err.append("k_stagger must be >= 0")
         if self.reg_buffers not in (1, 2):
             err.append("reg_buffers must be 1 or 2")
         elif self.reg_buffers == 2 and self.warp_ksteps % 2:
@@ -346,6 +351,7 @@ _SHORT = {
     "smem_pad": lambda v: f"pad{v}",
     "private_tiles": lambda v: "private",
     "raster": lambda v: f"r{v}",
+    "k_stagger": lambda v: f"kst{v}",
     "linkage": str,
     "unpack": lambda v: f"unpack{v}",
     "min_blocks": lambda v: f"min{v}",

@@ -527,7 +527,7 @@ def kernel_function(cfg: KernelConfig):
     wm, wn = cfg.warp_tile
     warps_n, warps_k, stages = cfg.warps_n, cfg.warps_k, cfg.stages
     warps_mn = cfg.warps_m * warps_n
-    private, raster = cfg.private_tiles, cfg.raster
+    private, raster, k_stagger = cfg.private_tiles, cfg.raster, cfg.k_stagger
     stage_bytes, tile_a, tile_b = sv.stage_bytes, sv.tile_bytes_a, sv.tile_bytes_b
     pipe_bytes = stages * stage_bytes
     kn = cfg.b_layout == "kn"
@@ -587,12 +587,16 @@ def kernel_function(cfg: KernelConfig):
             b_rows = i32(N - b_row0 - b_r)
         b_dst = sbase + tile_off + tile_a + b_r * pitch_b + b_col * widen
         ktiles = (KB + bkb - 1) // bkb
+        k_first = _divmod32(cuda.blockIdx.x * k_stagger, ktiles)[1] if k_stagger else 0
 
         acc = init()
         regs = cuda.local.array(n_regs, u32)
 
-        def load_stage(kt, off):
-            """Start copying k-tile kt into the stage at byte offset off."""
+        def load_stage(step, off):
+            """Start copying the k-tile of loop step `step` into the stage at byte offset off."""
+            kt = step + k_first
+            if k_stagger and kt >= ktiles:
+                kt -= ktiles
             kb0 = i32(kt * bkb)
             load_a(a_base, a_src + kb0, A.strides[1], a_rows, a_tile_rows - a_r,
                    kb0 + a_col < KB, a_dst + off, policy, regs)

@@ -11,6 +11,7 @@ def test_name_derives_from_fields():
     assert base.replace(cache="ca").name == base.name + "_ca"
     assert base.replace(evict="evict_first", linkage="link").name == base.name + "_evict_first_link"
     assert base.replace(op="wmma").name == "int8_wmma_128x256x64_w2x4_s4"
+    assert base.replace(k_stagger=1).name == base.name + "_kst1"
 
 
 def test_variant_is_one_field_changed():
@@ -52,6 +53,7 @@ def test_derived_sizes():
     (dict(bk=64, warps_k=4), "do not divide among warps_k=4"),
     (dict(warps_k=2, acc="s32", op="wmma"), "warps_k > 1"),
     (dict(bk=96, reg_buffers=2), "must be even"),
+    (dict(k_stagger=-1), "k_stagger must be >= 0"),
 ])
 def test_invalid_configs_say_why(changes, message):
     with pytest.raises(ValueError, match=message):

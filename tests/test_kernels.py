@@ -104,6 +104,25 @@ def test_kernel_gpu(preset, name, rng):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("name", ["fp16_ptx_mma", "int8_ptx_mma_k32", "int4_ptx_unpack_s8"])
+def test_staggered_k_order_visits_every_k_tile(name, rng):
+    """k_stagger: each block starts at its own k-tile and wraps around. 38
+    k-tiles, the last one ragged, and 16 blocks per batch starting at 16
+    different k-tiles."""
+    from numba import cuda
+
+    import numgemm
+
+    cfg = registry.get(name, "paper").replace(k_stagger=3)
+    batch, M, N, K = 2, 100, 200, 37 * cfg.bk + 16
+    a, b, ref = operands(cfg, batch, M, N, K, rng)
+    poison = np.nan if cfg.precision == "fp16" else -(2**31)
+    out = cuda.to_device(np.full((batch, M, N), poison, np.dtype(cfg.prec.out_dtype)))
+    numgemm.gemm(a, b, precision=cfg.precision, kernel=cfg, out=out, k=K)
+    assert_matches(out.copy_to_host(), ref, cfg)
+
+
+@pytest.mark.gpu
 def test_int4_default_suits_the_gpu(rng):
     from numba import cuda
 

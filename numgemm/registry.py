@@ -84,16 +84,17 @@ def _families(preset):
     }
     if not paper:
         # Memory-bound shapes (small M, quantized inference): 16-row tiles, long
-        # K stages, so that N / 64 blocks stream B, and each k-tile's steps
-        # split among warps_k warps per warp tile (more warps in flight: one
-        # warp per scheduler leaves them stalled 3/4 of the time). Interleaved
-        # A/B timings on an H200, 16 x 8192 x 8192 (2026-11-29, scratch
-        # sweeps): INT8 27.1 us (256-byte tiles, 4 stages, no split) -> 26.2
-        # (512 bytes, 5 stages, 2 warps); INT4 17.7 (2 warps) -> 17.5 (4).
-        skinny = dict(bm=16, bn=64, warps_m=1, warps_n=2, min_blocks=1, reg_buffers=2)
-        families["int8"]["int8_ptx_mma_k32_m16"] = int8.replace(bk=512, stages=5, warps_k=2, **skinny)
+        # K stages, so that N / 64 blocks stream B, each starting its k loop at
+        # its own k-tile (k_stagger): blocks that all read the same column band
+        # of B's rows at once lose 5-7% of DRAM throughput. Interleaved A/B
+        # timings on an H200, 16 x 8192 x 8192 (2026-11-29/30, scratch sweeps
+        # in results/2026-11-29-h200/small_m/): INT8 26.2 us -> 25.2 (stagger,
+        # 4 warps across N, 2 per warp tile, 4 stages); INT4 17.6 -> 15.9
+        # (stagger, 8 warps across N).
+        skinny = dict(bm=16, bn=64, warps_m=1, min_blocks=1, reg_buffers=2, k_stagger=1)
+        families["int8"]["int8_ptx_mma_k32_m16"] = int8.replace(bk=512, stages=4, warps_n=4, warps_k=2, **skinny)
         families["int4"]["int4_ptx_unpack_s8_m16"] = int4.replace(bk=512, stages=4, unpack="scaled",
-                                                                  warps_k=4, **skinny)
+                                                                  warps_n=8, warps_k=1, **skinny)
     return families
 
 

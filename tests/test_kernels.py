@@ -68,6 +68,21 @@ def operands(cfg, batch, M, N, K, rng):
     return pack_int4(a), np.swapaxes(pack_int4(bt), 1, 2), ref
 
 
+def check_kernel(cfg, batch, M, N, K, rng, **select):
+    """gemm() with cfg's kernel (select: kernel=name, preset=... or kernel=cfg)
+    on fresh operands, into a poisoned output, against the reference."""
+    from numba import cuda
+
+    import numgemm
+
+    a, b, ref = operands(cfg, batch, M, N, K, rng)
+    out_dtype = np.float16 if cfg.acc == "f16" else np.dtype(cfg.prec.out_dtype)
+    poison = np.nan if cfg.precision == "fp16" else -(2**31)
+    out = cuda.to_device(np.full((batch, M, N), poison, out_dtype))
+    numgemm.gemm(a, b, precision=cfg.precision, out=out, k=K, **select)
+    assert_matches(out.copy_to_host(), ref, cfg)
+
+
 def assert_matches(got, ref, cfg):
     if cfg.precision == "fp16":
         got = got.astype(np.float64)
@@ -95,12 +110,7 @@ def test_kernel_gpu(preset, name, rng):
     for batch, M, N, K in SHAPES:
         if cfg.precision == "int4":
             K -= 1                                       # odd K: a padded nibble
-        a, b, ref = operands(cfg, batch, M, N, K, rng)
-        out_dtype = np.float16 if cfg.acc == "f16" else np.dtype(cfg.prec.out_dtype)
-        poison = np.nan if cfg.precision == "fp16" else -(2**31)
-        out = cuda.to_device(np.full((batch, M, N), poison, out_dtype))
-        numgemm.gemm(a, b, precision=cfg.precision, kernel=name, preset=preset, out=out, k=K)
-        assert_matches(out.copy_to_host(), ref, cfg)
+        check_kernel(cfg, batch, M, N, K, rng, kernel=name, preset=preset)
 
 
 @pytest.mark.gpu
@@ -109,17 +119,8 @@ def test_staggered_k_order_visits_every_k_tile(name, rng):
     """k_stagger: each block starts at its own k-tile and wraps around. 38
     k-tiles, the last one ragged, and 16 blocks per batch starting at 16
     different k-tiles."""
-    from numba import cuda
-
-    import numgemm
-
     cfg = registry.get(name, "paper").replace(k_stagger=3)
-    batch, M, N, K = 2, 100, 200, 37 * cfg.bk + 16
-    a, b, ref = operands(cfg, batch, M, N, K, rng)
-    poison = np.nan if cfg.precision == "fp16" else -(2**31)
-    out = cuda.to_device(np.full((batch, M, N), poison, np.dtype(cfg.prec.out_dtype)))
-    numgemm.gemm(a, b, precision=cfg.precision, kernel=cfg, out=out, k=K)
-    assert_matches(out.copy_to_host(), ref, cfg)
+    check_kernel(cfg, 2, 100, 200, 37 * cfg.bk + 16, rng, kernel=cfg)
 
 
 @pytest.mark.gpu

@@ -83,6 +83,9 @@ class KernelConfig:
                                # ld.global early, widen + st.shared after the tile's mmas;
                                # the warps run the s8 k32 path on s8 tiles)
     min_blocks: int = 1        # launch bounds: blocks per SM the compiler must allow
+    copy_parts: int = 1        # a k-tile's global -> shared copies start in this many parts, one
+                               # before each of a warp's first copy_parts k steps (as CUTLASS
+                               # interleaves them), not in one stretch ahead of the mmas
     reg_buffers: int = 0       # fragment register buffers: 2 loads the next k step's fragments
                                # (across the barrier at a tile's end) while this one's mmas issue;
                                # 0: 2 where a warp has an even number of k steps per k-tile, else 1
@@ -130,6 +133,12 @@ class KernelConfig:
     def auto_reg_buffers(self):
         """Two fragment buffers alternate by k step: they need an even count a warp."""
         return 2 if self.warp_ksteps and self.warp_ksteps % 2 == 0 else 1
+
+    @property
+    def copy_slots(self):
+        """k steps of a k-tile that can start a part of the copies: a warp's
+        steps, less the last with two buffers (its mmas follow the barrier)."""
+        return self.warp_ksteps - 1 if self.reg_buffers == 2 else self.warp_ksteps
 
     @property
     def max_k(self):
@@ -249,7 +258,7 @@ class KernelConfig:
         default = KernelConfig.__dataclass_fields__
         for f in ("warps_k", "a_ldmatrix", "b_ldmatrix", "cache", "evict", "b_layout", "b_global", "acc",
                   "smem_pad", "private_tiles", "raster", "k_stagger", "linkage", "unpack", "min_blocks",
-                  "reg_buffers"):
+                  "copy_parts", "reg_buffers"):
             value = getattr(self, f)
             if (f == "acc" and value == self.prec.acc) or (f == "reg_buffers" and value == self.auto_reg_buffers):
                 continue
@@ -297,6 +306,9 @@ class KernelConfig:
         elif self.reg_buffers == 2 and self.warp_ksteps % 2:
             err.append(f"2 fragment buffers alternate by k step: a warp's {self.warp_ksteps} "
                        f"k steps per k-tile must be even")
+        if self.warp_ksteps and not 1 <= self.copy_parts <= max(1, self.copy_slots):
+            err.append(f"copy_parts must be 1..{self.copy_slots}: one part before each k step "
+                       f"that a warp starts before the tile's barrier")
         if not 2 <= self.stages <= 5:
             err.append("stages must be 2..5 (cp.async.wait_group 0..3)")
         if self.smem_pad % 16:
@@ -355,6 +367,7 @@ _SHORT = {
     "linkage": str,
     "unpack": lambda v: f"unpack{v}",
     "min_blocks": lambda v: f"min{v}",
+    "copy_parts": lambda v: f"cp{v}",
     "reg_buffers": lambda v: f"rb{v}",
 }
 

@@ -169,8 +169,9 @@ def _tile_loader(cfg, rows, row_bytes, pitch, unit=16, reg0=0):
     matrix on every side; rows are whole 16-byte columns (gemm() pads K
     otherwise).
 
-    issue starts the copies; land finishes them. With cp.async, land has
-    nothing to do (the pipeline's wait does it). With unpack="tile", issue
+    issue starts the copies, all of them (part=-1) or one part of
+    cfg.copy_parts (pass i is in part i % copy_parts); land finishes them.
+    With cp.async, land has nothing to do (the pipeline's wait does it). With unpack="tile", issue
     loads 16 bytes of s4 into registers regs[reg0:] and land widens them to
     32 bytes of s8 and stores them, at twice the column in shared memory."""
     copy = _copier(cfg, unit)
@@ -178,6 +179,7 @@ def _tile_loader(cfg, rows, row_bytes, pitch, unit=16, reg0=0):
     step = cfg.copiers // per_row                 # rows between a thread's copies
     passes = -(-rows // step)
     ragged = rows % step != 0                     # more threads than copies in the last pass
+    parts = cfg.copy_parts
 
     def setup(arr, z, row0, copier):
         """This thread's (batch base, first source byte, first row, byte column)."""
@@ -211,11 +213,11 @@ def _tile_loader(cfg, rows, row_bytes, pitch, unit=16, reg0=0):
                     st(dst + i * step * pitch + 16, (x2[0], x2[1], x3[0], x3[1]))
     copy_one = _device(copy_one)
 
-    def issue(base, src, stride, rows_left, rows_in_tile, col_ok, dst, policy, regs):
+    def issue(base, src, stride, rows_left, rows_in_tile, col_ok, dst, policy, regs, part):
         """rows_left: rows of the matrix from this thread's first; rows_in_tile:
-        rows of the tile from it (int32)."""
+        rows of the tile from it (int32); part: a constant, -1 for all passes."""
         for i in range(passes):
-            if not ragged or i * step < rows_in_tile:
+            if (part < 0 or i % parts == part) and (not ragged or i * step < rows_in_tile):
                 ok = col_ok and i * step < rows_left
                 # A zero-filled copy still names an address inside the array.
                 copy_one(i, dst + i * step * pitch, src + i * step * stride if ok else base, ok, policy, regs)
@@ -433,23 +435,30 @@ def _wmma_warp(cfg):
                        _generated("store", "acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned", store, env))
 
 
-def _tile_steps(cfg, warp):
-    """tile_steps(acc, fa, fb, a_tile, b_tile, lane, wk): this warp's k steps of
-    one k-tile, written out (LLVM leaves a loop of 4 steps rolled): steps
-    wk, wk + warps_k, ... With two fragment buffers each step loads the next
-    step's fragments before its own mmas, and the last step's mmas are the
-    skeleton's: it issues them after the barrier that ends the tile, behind
-    the next tile's first loads."""
+def _tile_steps(cfg, warp, copy_part):
+    """tile_steps(acc, fa, fb, a_tile, b_tile, lane, wk, st, more): this warp's
+    k steps of one k-tile, written out (LLVM leaves a loop of 4 steps rolled):
+    steps wk, wk + warps_k, ... With two fragment buffers each step loads the
+    next step's fragments before its own mmas, and the last step's mmas are
+    the skeleton's: it issues them after the barrier that ends the tile,
+    behind the next tile's first loads.
+
+    Where `more`, the first cfg.copy_parts steps each start one part of a
+    later k-tile's copies (st: the skeleton's stage_copies), so that no
+    stretch of address math and LDGSTS holds back every warp's mmas at once."""
     wk_, n = cfg.warps_k, cfg.warp_ksteps
     kk = (lambda s: f"{s * wk_} + wk") if wk_ > 1 else str    # k step of this warp's s-th
     if cfg.reg_buffers == 2:
         steps = [(s + 1, (s + 1) % 2, s % 2) for s in range(n - 1)]
     else:
         steps = [(s, 0, 0) for s in range(n)]
-    lines = [line for s, into, buf in steps for line in (
-        f"load(fa, fb, {into}, a_tile, b_tile, {kk(s)}, lane)", f"compute(acc, fa, fb, {buf})")]
-    return _generated("tile_steps", "acc, fa, fb, a_tile, b_tile, lane, wk", lines,
-                      {"load": warp.load, "compute": warp.compute})
+    lines = []
+    for slot, (s, into, buf) in enumerate(steps):
+        if slot < cfg.copy_parts:
+            lines += ["if more:", f"    copy_part(st, {slot})"]
+        lines += [f"load(fa, fb, {into}, a_tile, b_tile, {kk(s)}, lane)", f"compute(acc, fa, fb, {buf})"]
+    return _generated("tile_steps", "acc, fa, fb, a_tile, b_tile, lane, wk, st, more", lines,
+                      {"load": warp.load, "compute": warp.compute, "copy_part": copy_part})
 
 
 def _k_reduce(cfg):
@@ -509,13 +518,22 @@ def kernel_function(cfg: KernelConfig):
     sv = cfg.shared_view
     warp_routine = (_wmma_warp if cfg.op == "wmma" else _mma_warp)(sv)
     init, frags, load_frags, compute, store = warp_routine
-    tile_steps = _tile_steps(sv, warp_routine)
     k_reduce = _k_reduce(sv) if cfg.warps_k > 1 else None
     widen = sv.bk_bytes // cfg.bk_bytes     # shared bytes per global byte of K
     setup_a, load_a, land_a, regs_a = _tile_loader(cfg, cfg.rows_a, cfg.bk_bytes, sv.pitch_a)
     setup_b, load_b, land_b, regs_b = _tile_loader(cfg, *cfg.b_tile_shape, sv.pitch_b, cfg.b_copy_bytes,
                                                    reg0=regs_a)
     n_regs = max(1, regs_a + regs_b)        # registers that hold a tile in flight (unpack="tile")
+
+    @_device
+    def copy_part(st, part):
+        """Start part `part` (-1: all) of one stage's copies; st: stage_copies()."""
+        a_base, a_src, a_stride, a_left, a_in, a_ok, a_dst, b_base, b_src, b_stride, b_left, b_in, b_ok, b_dst, \
+            policy, regs = st
+        load_a(a_base, a_src, a_stride, a_left, a_in, a_ok, a_dst, policy, regs, part)
+        load_b(b_base, b_src, b_stride, b_left, b_in, b_ok, b_dst, policy, regs, part)
+
+    tile_steps = _tile_steps(sv, warp_routine, copy_part)
     if cfg.unpack == "tile":                # no cp.async groups to close or wait for
         commit = wait = _device(lambda: None)
     else:
@@ -592,20 +610,20 @@ def kernel_function(cfg: KernelConfig):
         acc = init()
         regs = cuda.local.array(n_regs, u32)
 
-        def load_stage(step, off):
-            """Start copying the k-tile of loop step `step` into the stage at byte offset off."""
+        def stage_copies(step, off):
+            """What copy_part needs to copy the k-tile of loop step `step` into
+            the stage at byte offset off."""
             kt = step + k_first
             if k_stagger and kt >= ktiles:
                 kt -= ktiles
             kb0 = i32(kt * bkb)
-            load_a(a_base, a_src + kb0, A.strides[1], a_rows, a_tile_rows - a_r,
-                   kb0 + a_col < KB, a_dst + off, policy, regs)
+            a = (a_base, a_src + kb0, A.strides[1], a_rows, a_tile_rows - a_r, kb0 + a_col < KB, a_dst + off)
             if kn:
-                load_b(b_base, b_src + kt * b_step, B.strides[1], i32(K - kt * bk_units - b_r),
-                       b_tile_rows - b_r, b_cols_ok, b_dst + off, policy, regs)
+                b = (b_base, b_src + kt * b_step, B.strides[1], i32(K - kt * bk_units - b_r),
+                     b_tile_rows - b_r, b_cols_ok, b_dst + off)
             else:
-                load_b(b_base, b_src + kb0, B.strides[1], b_rows, b_tile_rows - b_r,
-                       kb0 + b_col < KB, b_dst + off, policy, regs)
+                b = (b_base, b_src + kb0, B.strides[1], b_rows, b_tile_rows - b_r, kb0 + b_col < KB, b_dst + off)
+            return a + b + (policy, regs)
 
         def land_stage(off):
             """Finish the copies load_stage started (unpack="tile": widen and store)."""
@@ -627,7 +645,7 @@ def kernel_function(cfg: KernelConfig):
 
         for s in range(stages - 1):
             if s < ktiles:
-                load_stage(s, s * stage_bytes)
+                copy_part(stage_copies(s, s * stage_bytes), -1)
                 land_stage(s * stage_bytes)
             commit()
         wait()                              # tile 0 has landed (this thread's copies)
@@ -639,12 +657,11 @@ def kernel_function(cfg: KernelConfig):
             a_tile, b_tile = warp_tiles(read)
             load_frags(fa, fb, 0, a_tile, b_tile, wk, lane)
         for kt in range(ktiles):
-            if kt + stages - 1 < ktiles:    # into the stage tile kt-1 left
-                load_stage(kt + stages - 1, write)
-            commit()
+            more = kt + stages - 1 < ktiles     # a k-tile left to copy, into the stage tile kt-1 left
             a_tile, b_tile = warp_tiles(read)
-            tile_steps(acc, fa, fb, a_tile, b_tile, lane, wk)
-            if kt + stages - 1 < ktiles:    # registers -> shared, behind this tile's mmas
+            tile_steps(acc, fa, fb, a_tile, b_tile, lane, wk, stage_copies(kt + stages - 1, write), more)
+            commit()
+            if more:                        # registers -> shared, behind this tile's mmas
                 land_stage(write)
             wait()                          # tile kt+1 has landed (this thread's copies)
             barrier()                       # ... everyone's, and stage kt is read

@@ -171,9 +171,10 @@ def _tile_loader(cfg, rows, row_bytes, pitch, unit=16, reg0=0):
 
     issue starts the copies, all of them (part=-1) or one part of
     cfg.copy_parts (pass i is in part i % copy_parts); land finishes them.
-    With cp.async, land has nothing to do (the pipeline's wait does it). With unpack="tile", issue
-    loads 16 bytes of s4 into registers regs[reg0:] and land widens them to
-    32 bytes of s8 and stores them, at twice the column in shared memory."""
+    With cp.async, land has nothing to do (the pipeline's wait does it).
+    With unpack="tile", issue loads 16 bytes of s4 into registers regs[reg0:]
+    and land widens them to 32 bytes of s8 and stores them, at twice the
+    column in shared memory."""
     copy = _copier(cfg, unit)
     per_row = row_bytes // unit
     step = cfg.copiers // per_row                 # rows between a thread's copies
@@ -443,9 +444,10 @@ def _tile_steps(cfg, warp, copy_part):
     the skeleton's: it issues them after the barrier that ends the tile,
     behind the next tile's first loads.
 
-    Where `more`, the first cfg.copy_parts steps each start one part of a
-    later k-tile's copies (st: the skeleton's stage_copies), so that no
-    stretch of address math and LDGSTS holds back every warp's mmas at once."""
+    With copy_parts > 1, where `more`, the first copy_parts steps each start
+    one part of a later k-tile's copies (st: the skeleton's stage_copies), so
+    that no stretch of address math and LDGSTS holds back every warp's mmas
+    at once; with 1 the skeleton starts them all ahead of the steps."""
     wk_, n = cfg.warps_k, cfg.warp_ksteps
     kk = (lambda s: f"{s * wk_} + wk") if wk_ > 1 else str    # k step of this warp's s-th
     if cfg.reg_buffers == 2:
@@ -454,7 +456,7 @@ def _tile_steps(cfg, warp, copy_part):
         steps = [(s, 0, 0) for s in range(n)]
     lines = []
     for slot, (s, into, buf) in enumerate(steps):
-        if slot < cfg.copy_parts:
+        if slot < cfg.copy_parts and cfg.copy_parts > 1:
             lines += ["if more:", f"    copy_part(st, {slot})"]
         lines += [f"load(fa, fb, {into}, a_tile, b_tile, {kk(s)}, lane)", f"compute(acc, fa, fb, {buf})"]
     return _generated("tile_steps", "acc, fa, fb, a_tile, b_tile, lane, wk, st, more", lines,
@@ -545,7 +547,7 @@ def kernel_function(cfg: KernelConfig):
     wm, wn = cfg.warp_tile
     warps_n, warps_k, stages = cfg.warps_n, cfg.warps_k, cfg.stages
     warps_mn = cfg.warps_m * warps_n
-    private, raster, k_stagger = cfg.private_tiles, cfg.raster, cfg.k_stagger
+    private, raster, k_stagger, spread = cfg.private_tiles, cfg.raster, cfg.k_stagger, cfg.copy_parts > 1
     stage_bytes, tile_a, tile_b = sv.stage_bytes, sv.tile_bytes_a, sv.tile_bytes_b
     pipe_bytes = stages * stage_bytes
     kn = cfg.b_layout == "kn"
@@ -626,7 +628,7 @@ def kernel_function(cfg: KernelConfig):
             return a + b + (policy, regs)
 
         def land_stage(off):
-            """Finish the copies load_stage started (unpack="tile": widen and store)."""
+            """Finish the copies copy_part started (unpack="tile": widen and store)."""
             land_a(a_tile_rows - a_r, a_dst + off, regs)
             land_b(b_tile_rows - b_r, b_dst + off, regs)
 
@@ -658,9 +660,15 @@ def kernel_function(cfg: KernelConfig):
             load_frags(fa, fb, 0, a_tile, b_tile, wk, lane)
         for kt in range(ktiles):
             more = kt + stages - 1 < ktiles     # a k-tile left to copy, into the stage tile kt-1 left
+            st = stage_copies(kt + stages - 1, write)
+            if not spread:                  # all the copies, then the mmas
+                if more:
+                    copy_part(st, -1)
+                commit()
             a_tile, b_tile = warp_tiles(read)
-            tile_steps(acc, fa, fb, a_tile, b_tile, lane, wk, stage_copies(kt + stages - 1, write), more)
-            commit()
+            tile_steps(acc, fa, fb, a_tile, b_tile, lane, wk, st, more)
+            if spread:                      # the tile's steps started the copies
+                commit()
             if more:                        # registers -> shared, behind this tile's mmas
                 land_stage(write)
             wait()                          # tile kt+1 has landed (this thread's copies)

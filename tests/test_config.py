@@ -12,6 +12,7 @@ def test_name_derives_from_fields():
     assert base.replace(evict="evict_first", linkage="link").name == base.name + "_evict_first_link"
     assert base.replace(op="wmma").name == "int8_wmma_128x256x64_w2x4_s4"
     assert base.replace(k_stagger=1).name == base.name + "_kst1"
+    assert base.replace(bk=128, copy_parts=2).name == base.replace(bk=128).name + "_cp2"
 
 
 def test_variant_is_one_field_changed():
@@ -54,6 +55,9 @@ def test_derived_sizes():
     (dict(warps_k=2, acc="s32", op="wmma"), "warps_k > 1"),
     (dict(bk=96, reg_buffers=2), "must be even"),
     (dict(k_stagger=-1), "k_stagger must be >= 0"),
+    (dict(bk=128, copy_parts=4), r"copy_parts must be 1\.\.3"),     # 4 k steps, two buffers
+    (dict(bk=128, reg_buffers=1, copy_parts=5), r"copy_parts must be 1\.\.4"),
+    (dict(copy_parts=0), "copy_parts must be"),
 ])
 def test_invalid_configs_say_why(changes, message):
     with pytest.raises(ValueError, match=message):

@@ -2,6 +2,7 @@
 chosen target on a machine without a GPU, and read its SASS and resources.
 
     python -m numgemm.inspect int8_ptx_mma_k32 --target sm_90 --sass
+    python -m numgemm.inspect fp16_ptx_mma --target sm_90 --loop
     python -m numgemm.inspect --all --target sm_89
 
 numba-cuda's dispatcher compiles only for the GPU it runs on; this module
@@ -25,6 +26,41 @@ from numba.cuda.compiler import compile_cuda, kernel_fixup
 from .toolchain import TARGETS, has_native_s4_mma, parse_target, run_tool, target_name
 
 _INSTR = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:\{\s*)?(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+_LABEL = re.compile(r"^\s*(\.L_x_\d+):")
+_BRANCH = re.compile(r"\bBRA\s+`\((\.L_x_\d+)\)")
+# One letter per instruction in a loop's shape: tensor-core mma, ldmatrix,
+# global -> shared copy or global load, barrier; "." for everything else.
+_SHAPE = (("HMMA", "M"), ("IMMA", "M"), ("LDSM", "L"), ("LDGSTS", "G"), ("LDGDEPBAR", "."), ("LDG", "G"),
+          ("BAR.SYNC", "B"))
+
+
+@dataclass
+class Loop:
+    """A loop of the SASS (a backward branch and its target): its opcodes."""
+
+    ops: list
+
+    @property
+    def shape(self):
+        """The loop as letters (see _SHAPE): where the mmas, ldmatrix, copies
+        and barriers fall."""
+        return "".join(next((c for p, c in _SHAPE if op.startswith(p)), ".") for op in self.ops)
+
+    @property
+    def mmas(self):
+        return self.shape.count("M")
+
+    @property
+    def longest_gap(self):
+        """The most instructions in a row without an mma: where a warp gives
+        the tensor pipe nothing, and only other warps can."""
+        return max(len(run) for run in self.shape.split("M"))
+
+    def summary(self):
+        shape = self.shape
+        return (f"main loop: {len(self.ops)} instructions (mma {self.mmas}, ldmatrix {shape.count('L')}, "
+                f"global loads {shape.count('G')}, bar.sync {shape.count('B')}); "
+                f"longest stretch without an mma: {self.longest_gap}")
 
 
 @dataclass
@@ -62,6 +98,30 @@ class Build:
         label (.L_x_n) as a branch idiom; those are control flow, not calls."""
         return sum(1 for line in self.sass.splitlines()
                    if _INSTR.match(line) and " CALL" in line and "`(.L_" not in line)
+
+    @property
+    def loops(self):
+        """Every loop: the instructions from a backward branch's target to the branch."""
+        lines, labels, pending = [], {}, []
+        for line in self.sass.splitlines():
+            if (label := _LABEL.match(line)):
+                pending.append(label.group(1))
+            elif (m := _INSTR.match(line)):
+                labels.update((p, len(lines)) for p in pending)
+                pending = []
+                lines.append((m.group(1), line))
+        loops = []
+        for end, (_, line) in enumerate(lines):
+            branch = _BRANCH.search(line)
+            if branch and labels.get(branch.group(1), end + 1) <= end:
+                loops.append(Loop([op for op, _ in lines[labels[branch.group(1)]:end + 1]]))
+        return loops
+
+    def main_loop(self):
+        """The loop with the most mma instructions (a GEMM's k loop), the
+        shortest of those; None without one."""
+        loops = [lp for lp in self.loops if lp.mmas]
+        return min(loops, key=lambda lp: (-lp.mmas, len(lp.ops))) if loops else None
 
     def summary(self):
         return (f"{self.name} [{self.target}]: {self.registers} registers, "
@@ -132,6 +192,8 @@ def main(argv=None):
     ap.add_argument("--linkage", default=None, choices=("inline", "link"))
     ap.add_argument("--sass", action="store_true", help="print the SASS")
     ap.add_argument("--hist", action="store_true", help="print the instruction histogram")
+    ap.add_argument("--loop", action="store_true",
+                    help="print the main loop's shape: M mma, L ldmatrix, G global load, B barrier")
     ap.add_argument("--save", metavar="DIR", help="write <name>.<target>.cubin and .sass there")
     args = ap.parse_args(argv)
 
@@ -152,6 +214,9 @@ def main(argv=None):
         if args.hist:
             for op, n in b.histogram().most_common():
                 print(f"  {n:6d}  {op}")
+        if args.loop:
+            loop = b.main_loop()
+            print(f"  {loop.summary()}\n  {loop.shape}" if loop else "  no loop with an mma")
         if args.sass:
             print(b.sass)
         if args.save:

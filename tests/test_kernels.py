@@ -32,6 +32,17 @@ def test_sass(preset, name, target):
         assert b.count("LDSM") >= 1 or cfg.a_ldmatrix == cfg.b_ldmatrix == 0
 
 
+def test_copy_parts_put_mmas_between_the_copies():
+    """Tuned INT8 starts a k-tile's 12 copies in two parts: its k loop then
+    has no stretch without an mma as long as with all copies at once."""
+    cfg = registry.get("int8_ptx_mma_k32", "tuned")
+    assert cfg.copy_parts == 2
+    spread, at_once = (build_config(c, "sm_90").main_loop() for c in (cfg, cfg.replace(copy_parts=1)))
+    assert spread.mmas == at_once.mmas == 128               # 4 k steps of a 64 x 64 warp tile
+    assert spread.shape.count("G") == at_once.shape.count("G") == 12
+    assert spread.longest_gap < at_once.longest_gap, (spread.shape, at_once.shape)
+
+
 def test_s4_on_hopper_is_emulated_not_native():
     cfg = registry.get("int4_ptx_mma_k64")
     hopper, ada = build_config(cfg, "sm_90"), build_config(cfg, "sm_89")

@@ -21,8 +21,9 @@ that the next k step's ldmatrix overlaps this one's mmas across the barrier
   spills; 545 -> 631 TOPS with the exact widening).
 
 Each k-tile's copies start in two parts, before a warp's first two k steps
-(copy_parts=2). Started at once, they are 76 SASS instructions with no mma
-between them, which every warp reaches together, right after the barrier.
+(copy_parts=2). Started at once, they leave the k loop's longest stretch
+without an mma (76 SASS instructions for FP16, 38 for INT8), which every
+warp reaches together, right after the barrier; in two parts, 66 and 23.
 H200, 2026-11-30, N=8192: in two parts INT8 takes 3.6% and FP16 2.8% fewer
 cycles at locked base clocks (Nsight Compute); INT8 1334 -> 1297 us and
 INT4 (widened) 1411 -> 1383 us in interleaved timings. Three parts gained

@@ -17,6 +17,7 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from numba import types
@@ -40,10 +41,10 @@ class Loop:
 
     ops: list
 
-    @property
+    @cached_property
     def shape(self):
         """The loop as letters (see _SHAPE): where the mmas, ldmatrix, copies
-        and barriers fall."""
+        and barriers fall. mmas, longest_gap and summary all read it."""
         return "".join(next((c for p, c in _SHAPE if op.startswith(p)), ".") for op in self.ops)
 
     @property

@@ -250,6 +250,7 @@ def _mma_warp(cfg):
     """The ldmatrix + mma.sync warp routine."""
     ptx = P.routines(cfg.linkage)
     wm, wn = cfg.warp_tile
+    bm, bn = cfg.bm, cfg.bn
     mi, nj = wm // 16, wn // 8
     ksb = cfg.kstep_bytes                 # bytes of K per warp-level operation
     na = 2 * ksb // 16                    # A registers (8x8 b16 matrices) per fragment
@@ -267,6 +268,8 @@ def _mma_warp(cfg):
     pack16 = ptx.pack_b16x2
     get_c, put_c = _getter(nc), _setter(nc)
     n_acc, n_fa, n_fb = mi * nj * nc, mi * na, nj * nb     # array sizes must be constants
+    st_pair = {"f32": ptx.st_global_v2_f32, "s32": ptx.st_global_v2_s32, "f16": ptx.st_global_b32}[cfg.acc]
+    c_shift = 1 if cfg.acc == "f16" else 2            # log2 of C's element bytes (f16 as 16-bit bits)
     # Scaled widening: 16 x 16 per product, so the sums are 256 x the s4 ones.
     # Written out: a shift inside the store's loops stops LLVM unrolling them.
     descale = _generated("descale", "acc", [f"acc[{e}] = sar8(acc[{e}])" for e in range(n_acc)]
@@ -332,25 +335,36 @@ def _mma_warp(cfg):
                 mma_tile(acc, (i * nj + j) * nc, fa, buf * n_fa + i * na, fb, buf * n_fb + j * nb)
 
     def store(acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned):
-        """Accumulators straight from registers to C, bounds-checked."""
+        """Accumulators straight from registers to C: a warp tile wholly inside
+        an aligned C as one store per accumulator pair, from one address
+        computed once; else element by element, bounds-checked."""
         descale(acc)
         row0, col0 = m0 + wr0, n0 + wc0
         g, t = (tid & 31) >> 2, tid & 3
+        # Indexing C per element costs ~20 instructions a store (int64 strides,
+        # negative-index wraparound, generic addressing): 3000 of the tuned
+        # INT8 kernel's 3600 outside its k loop (H200, 2026-11-30).
+        pairs = c_aligned != 0 and m0 + bm <= M and n0 + bn <= N    # block-uniform, as WMMA's
+        ldc = C.strides[1] >> c_shift                   # in elements
+        first = z * (C.strides[0] >> c_shift) + col0 + 2 * t
         for i in range(mi):
-            for j in range(nj):
-                c = (i * nj + j) * nc
-                col = col0 + j * 8 + 2 * t
-                for h in range(2):
-                    row = row0 + i * 16 + h * 8 + g
-                    if row < M:
-                        if nc == 4:
-                            lo, hi = acc[c + 2 * h], acc[c + 2 * h + 1]
-                        else:       # f16x2: low half is column col
-                            lo, hi = acc[c + h] & 0xFFFF, acc[c + h] >> 16
-                        if col < N:
-                            C[z, row, col] = lo
+            for h in range(2):
+                r = row0 + i * 16 + h * 8 + g
+                row = P.global_addr(C, first + r * ldc)
+                for j in range(nj):
+                    c = (i * nj + j) * nc
+                    col = col0 + j * 8 + 2 * t
+                    if nc == 4:
+                        lo, hi = acc[c + 2 * h], acc[c + 2 * h + 1]
+                    else:       # f16x2: low half is column col
+                        lo, hi = acc[c + h] & 0xFFFF, acc[c + h] >> 16
+                    if pairs:
+                        st_pair(row + u64(j * (8 << c_shift)), (lo, hi) if nc == 4 else acc[c + h])
+                    elif r < M:
+                        if col < N:         # unsigned indices: no negative-index wraparound
+                            C[u32(z), u32(r), u32(col)] = lo
                         if col + 1 < N:
-                            C[z, row, col + 1] = hi
+                            C[u32(z), u32(r), u32(col + 1)] = hi
 
     return WarpRoutine(_zeroed(n_acc, acc_t), _fragments(n_fa * cfg.reg_buffers, n_fb * cfg.reg_buffers),
                        _device(load), _device(compute), _device(store))

@@ -30,6 +30,7 @@ def test_routines_found():
         "mma_m16n8k16_s8_s32", "mma_m16n8k32_s8_s32", "mma_m16n8k32_s4_s32",
         "mma_m16n8k64_s4_s32", "unpack_s4_s8", "cp_async_commit",
         "policy_evict_first", "policy_evict_last", "pack_b16x2", "pack_b8x4", "dp4a_s8",
+        "st_global_v2_f32", "st_global_v2_s32", "st_global_b32",
         *(f"ldmatrix_{n}{t}" for n in ("x1", "x2", "x4") for t in ("", "_trans")),
         *(f"cp_async_{c}{h}" for c in ("ca", "cg") for h in ("", "_hint")),
         *(f"cp_async_wait_{n}" for n in range(4)),

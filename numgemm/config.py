@@ -86,6 +86,10 @@ class KernelConfig:
     copy_parts: int = 1        # a k-tile's global -> shared copies start in this many parts, one
                                # before each of a warp's first copy_parts k steps (as CUTLASS
                                # interleaves them), not in one stretch ahead of the mmas
+    zfill_src: str = "base"    # the source a zero-filled copy (a row or column past the matrix)
+                               # names: base (the batch's first byte: in bounds, at a 64-bit
+                               # select per copy) | any (its row's address, maybe past the
+                               # matrix: ignore-src reads nothing; no select)
     reg_buffers: int = 0       # fragment register buffers: 2 loads the next k step's fragments
                                # (across the barrier at a tile's end) while this one's mmas issue;
                                # 0: 2 where a warp has an even number of k steps per k-tile, else 1
@@ -258,7 +262,7 @@ class KernelConfig:
         default = KernelConfig.__dataclass_fields__
         for f in ("warps_k", "a_ldmatrix", "b_ldmatrix", "cache", "evict", "b_layout", "b_global", "acc",
                   "smem_pad", "private_tiles", "raster", "k_stagger", "linkage", "unpack", "min_blocks",
-                  "copy_parts", "reg_buffers"):
+                  "copy_parts", "zfill_src", "reg_buffers"):
             value = getattr(self, f)
             if (f == "acc" and value == self.prec.acc) or (f == "reg_buffers" and value == self.auto_reg_buffers):
                 continue
@@ -309,6 +313,8 @@ class KernelConfig:
         if self.warp_ksteps and not 1 <= self.copy_parts <= max(1, self.copy_slots):
             err.append(f"copy_parts must be 1..{self.copy_slots}: one part before each k step "
                        f"that a warp starts before the tile's barrier")
+        if self.zfill_src not in ("base", "any"):
+            err.append("zfill_src must be base or any")
         if not 2 <= self.stages <= 5:
             err.append("stages must be 2..5 (cp.async.wait_group 0..3)")
         if self.smem_pad % 16:
@@ -368,6 +374,7 @@ _SHORT = {
     "unpack": lambda v: f"unpack{v}",
     "min_blocks": lambda v: f"min{v}",
     "copy_parts": lambda v: f"cp{v}",
+    "zfill_src": lambda v: f"zf{v}",
     "reg_buffers": lambda v: f"rb{v}",
 }
 

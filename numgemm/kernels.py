@@ -164,10 +164,10 @@ def _tile_loader(cfg, rows, row_bytes, pitch, unit=16, reg0=0):
     Each thread owns one unit-byte column of the tile (16: cp.async; 2: the
     scalar ldg16 loader) and every (copiers / per_row)-th row, so its source
     pointer is set up once and advanced by the caller, and a copy costs a
-    compare, two selects and the LDGSTS. Rows at or past rows_left and columns
-    past the matrix (col_ok = 0) are zero-filled, so a tile may overhang the
-    matrix on every side; rows are whole 16-byte columns (gemm() pads K
-    otherwise).
+    compare, a 64-bit add, a 64-bit select (zfill_src="base") and the
+    LDGSTS. Rows at or past rows_left and columns past the matrix (col_ok = 0)
+    are zero-filled, so a tile may overhang the matrix on every side; rows are
+    whole 16-byte columns (gemm() pads K otherwise).
 
     issue starts the copies, all of them (part=-1) or one part of
     cfg.copy_parts (pass i is in part i % copy_parts); land finishes them.
@@ -181,6 +181,7 @@ def _tile_loader(cfg, rows, row_bytes, pitch, unit=16, reg0=0):
     passes = -(-rows // step)
     ragged = rows % step != 0                     # more threads than copies in the last pass
     parts = cfg.copy_parts
+    any_src = cfg.zfill_src == "any"           # see KernelConfig.zfill_src
 
     def setup(arr, z, row0, copier):
         """This thread's (batch base, first source byte, first row, byte column)."""
@@ -220,8 +221,8 @@ def _tile_loader(cfg, rows, row_bytes, pitch, unit=16, reg0=0):
         for i in range(passes):
             if (part < 0 or i % parts == part) and (not ragged or i * step < rows_in_tile):
                 ok = col_ok and i * step < rows_left
-                # A zero-filled copy still names an address inside the array.
-                copy_one(i, dst + i * step * pitch, src + i * step * stride if ok else base, ok, policy, regs)
+                at = src + i * step * stride
+                copy_one(i, dst + i * step * pitch, at if ok or any_src else base, ok, policy, regs)
 
     return _device(setup), _device(issue), _device(land), 4 * passes if cfg.unpack == "tile" else 0
 

@@ -13,6 +13,7 @@ def test_name_derives_from_fields():
     assert base.replace(op="wmma").name == "int8_wmma_128x256x64_w2x4_s4"
     assert base.replace(k_stagger=1).name == base.name + "_kst1"
     assert base.replace(bk=128, copy_parts=2).name == base.replace(bk=128).name + "_cp2"
+    assert base.replace(zfill_src="any").name == base.name + "_zfany"
 
 
 def test_variant_is_one_field_changed():
@@ -58,6 +59,7 @@ def test_derived_sizes():
     (dict(bk=128, copy_parts=4), r"copy_parts must be 1\.\.3"),     # 4 k steps, two buffers
     (dict(bk=128, reg_buffers=1, copy_parts=5), r"copy_parts must be 1\.\.4"),
     (dict(copy_parts=0), "copy_parts must be"),
+    (dict(zfill_src="zero"), "zfill_src must be base or any"),
 ])
 def test_invalid_configs_say_why(changes, message):
     with pytest.raises(ValueError, match=message):

@@ -83,9 +83,10 @@ def operands(cfg, batch, M, N, K, rng):
     return pack_int4(a), np.swapaxes(pack_int4(bt), 1, 2), ref
 
 
-def check_kernel(cfg, batch, M, N, K, rng, **select):
+def check_kernel(cfg, batch, M, N, K, rng, out_offset=0, **select):
     """gemm() with cfg's kernel (select: kernel=name, preset=... or kernel=cfg)
-    on fresh operands, into a poisoned output, against the reference."""
+    on fresh operands, into a poisoned output, against the reference.
+    out_offset: the output is a view that many elements into wider rows."""
     from numba import cuda
 
     import numgemm
@@ -93,9 +94,13 @@ def check_kernel(cfg, batch, M, N, K, rng, **select):
     a, b, ref = operands(cfg, batch, M, N, K, rng)
     out_dtype = np.float16 if cfg.acc == "f16" else np.dtype(cfg.prec.out_dtype)
     poison = np.nan if cfg.precision == "fp16" else -(2**31)
-    out = cuda.to_device(np.full((batch, M, N), poison, out_dtype))
+    whole = cuda.to_device(np.full((batch, M, N + out_offset), poison, out_dtype))
+    out = whole[:, :, out_offset:]
     numgemm.gemm(a, b, precision=cfg.precision, out=out, k=K, **select)
-    assert_matches(out.copy_to_host(), ref, cfg)
+    got = whole.copy_to_host()
+    left = got[:, :, :out_offset]                       # not C's: must stay poisoned
+    assert np.isnan(left).all() if cfg.precision == "fp16" else (left == poison).all()
+    assert_matches(got[:, :, out_offset:], ref, cfg)
 
 
 def assert_matches(got, ref, cfg):
@@ -126,6 +131,14 @@ def test_kernel_gpu(preset, name, rng):
         if cfg.precision == "int4":
             K -= 1                                       # odd K: a padded nibble
         check_kernel(cfg, batch, M, N, K, rng, kernel=name, preset=preset)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["fp16_wmma", "fp16_ptx_mma", "fp16_ptx_fp16acc", "int8_ptx_mma_k32"])
+def test_output_not_aligned_for_pair_stores(name, rng):
+    """out one element into its rows: whole tiles of a C that is not 32-byte
+    aligned go element by element (mma) or through shared memory (WMMA)."""
+    check_kernel(registry.get(name), 2, 512, 256, 128, rng, out_offset=1, kernel=name)
 
 
 @pytest.mark.gpu

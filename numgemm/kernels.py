@@ -336,9 +336,9 @@ def _mma_warp(cfg):
                 mma_tile(acc, (i * nj + j) * nc, fa, buf * n_fa + i * na, fb, buf * n_fb + j * nb)
 
     def store(acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned):
-        """Accumulators straight from registers to C: a warp tile wholly inside
-        an aligned C as one store per accumulator pair, from one address
-        computed once; else element by element, bounds-checked."""
+        """Accumulators straight from registers to C: in a block tile wholly
+        inside a 32-byte aligned C, one store per accumulator pair, from a row
+        address computed once; else element by element, bounds-checked."""
         descale(acc)
         row0, col0 = m0 + wr0, n0 + wc0
         g, t = (tid & 31) >> 2, tid & 3

@@ -30,7 +30,7 @@ def test_sass(preset, name, target):
         else:
             assert b.count("LDGSTS") >= 1
         assert b.count("LDSM") >= 1 or cfg.a_ldmatrix == cfg.b_ldmatrix == 0
-        # A warp tile inside C stores accumulator pairs whole: 8 bytes (f16x2: 4).
+        # A block tile inside an aligned C stores accumulator pairs whole: 8 bytes (f16x2: 4).
         wm, wn = cfg.warp_tile
         stores = b.instructions.count("STG.E.64" if cfg.acc != "f16" else "STG.E")
         assert stores == wm * wn // 64, f"{cfg.name} on {target}: {stores} pair stores"

@@ -353,6 +353,9 @@ def _mma_warp(cfg):
                 r = row0 + i * 16 + h * 8 + g
                 row = P.global_addr(C, first + r * ldc)
                 for j in range(nj):
+                    # lo, hi ahead of the branch, though the pair store does not
+                    # read them: moved into the edge branch, acc goes to local
+                    # memory (512 bytes in the tuned kernels, sm_89 and sm_90).
                     c = (i * nj + j) * nc
                     col = col0 + j * 8 + 2 * t
                     if nc == 4:

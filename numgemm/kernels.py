@@ -229,6 +229,15 @@ def _tile_loader(cfg, rows, row_bytes, pitch, unit=16, reg0=0):
 
 # --- warp-level routines ---------------------------------------------------------------
 
+def _lane_free_steps(addr, count):
+    """(addr(t, l) - addr(0, l) for t in range(count)), checked to be the
+    same for all 32 lanes l: an offset the instruction can carry."""
+    steps = tuple(addr(t, 0) - addr(0, 0) for t in range(count))
+    for lane in range(32):
+        assert all(addr(t, lane) - addr(0, lane) == steps[t] for t in range(count)), (addr, lane)
+    return steps
+
+
 class WarpRoutine(NamedTuple):
     """What the skeleton calls of a warp-level routine (all inline device functions).
 
@@ -294,31 +303,45 @@ def _mma_warp(cfg):
             put_c(acc, c, mma(get_a(fa, ia), get_b(fb, ib), get_c(acc, c)))
     mma_tile = _device(mma_tile)
 
+    # ldmatrix row addresses, relative to the warp's tile at k step 0: lane l
+    # addresses a row of matrix t * w + (l / 8) % w. The lane's part is
+    # computed once (t = 0); each t adds a constant, the same for every lane,
+    # which ptxas folds into the instruction's offset.
+    def a_addr(t, lane):
+        q = t * wa + (lane >> 3) % wa
+        i, r = q // na, q % na
+        return (i * 16 + (r % 2) * 8 + (lane & 7)) * pitch_a + (r // 2) * 16
+
+    def b_addr(t, lane):
+        q = t * wb + (lane >> 3) % wb
+        j, r = q // nb, q % nb
+        if kn:   # B is K x N in shared memory: rows of k units, transposed on load
+            return (r * 8 + (lane & 7)) * pitch_b + j * 16
+        return (j * 8 + (lane & 7)) * pitch_b + r * 16
+
+    a_step = _lane_free_steps(a_addr, mi * na // wa) if wa else (0,)
+    b_step = _lane_free_steps(b_addr, nj * nb // wb) if wb else (0,)
+    b_kk = ksb // 2 * pitch_b if kn else ksb        # a k step's bytes along B's tile
+    a_addr, b_addr = _device(a_addr), _device(b_addr)
+
     def load(fa, fb, buf, a_tile, b_tile, kk, lane):
         """Fragments of k step kk into buffer buf, from shared memory.
         a_tile / b_tile: shared addresses of this warp's first A row / B row."""
         oa, ob = buf * n_fa, buf * n_fb
         g4 = (lane & 3) * 4                         # this lane's bytes in a fragment row
         if wa:  # ldmatrix x<w>: lanes 8q..8q+7 address the rows of the q-th matrix.
+            a_lane = a_addr(0, lane)
             for t in range(mi * na // wa):
-                q = t * wa + (lane >> 3) % wa          # this lane's matrix
-                i, r = q // na, q % na
-                row = i * 16 + (r % 2) * 8 + (lane & 7)
-                put_a(fa, oa + t * wa, lda(a_tile + row * pitch_a + kk * ksb + (r // 2) * 16))
+                put_a(fa, oa + t * wa, lda(a_tile + a_lane + a_step[t] + kk * ksb))
         else:   # register r of fragment i: 4 bytes of row 16i + 8(r % 2) + lane / 4
             for q in range(mi * na):
                 i, r = q // na, q % na
                 row = i * 16 + (r % 2) * 8 + (lane >> 2)
                 fa[oa + q] = word(a_tile + row * pitch_a + kk * ksb + (r // 2) * 16 + g4)
         if wb:
+            b_lane = b_addr(0, lane)
             for t in range(nj * nb // wb):
-                q = t * wb + (lane >> 3) % wb
-                j, r = q // nb, q % nb
-                if kn:   # B is K x N in shared memory: rows of k units, transposed on load
-                    addr = b_tile + (kk * ksb // 2 + r * 8 + (lane & 7)) * pitch_b + j * 16
-                else:
-                    addr = b_tile + (j * 8 + (lane & 7)) * pitch_b + kk * ksb + r * 16
-                put_b(fb, ob + t * wb, ldb(addr))
+                put_b(fb, ob + t * wb, ldb(b_tile + b_lane + b_step[t] + kk * b_kk))
         else:
             for q in range(nj * nb):
                 j, r = q // nb, q % nb

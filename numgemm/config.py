@@ -90,6 +90,10 @@ class KernelConfig:
                                # names: base (the batch's first byte: in bounds, at a 64-bit
                                # select per copy) | any (its row's address, maybe past the
                                # matrix: ignore-src reads nothing; no select)
+    interior_loop: bool = False  # blocks whose copies all fall inside A and B (tile inside M and N,
+                               # K whole k-tiles) run their own copy of the k loop, without the
+                               # copies' bounds checks (as CUTLASS leaves the K residue to its
+                               # prologue); the others run the checked loop
     reg_buffers: int = 0       # fragment register buffers: 2 loads the next k step's fragments
                                # (across the barrier at a tile's end) while this one's mmas issue;
                                # 0: 2 where a warp has an even number of k steps per k-tile, else 1
@@ -262,7 +266,7 @@ class KernelConfig:
         default = KernelConfig.__dataclass_fields__
         for f in ("warps_k", "a_ldmatrix", "b_ldmatrix", "cache", "evict", "b_layout", "b_global", "acc",
                   "smem_pad", "private_tiles", "raster", "k_stagger", "linkage", "unpack", "min_blocks",
-                  "copy_parts", "zfill_src", "reg_buffers"):
+                  "copy_parts", "zfill_src", "interior_loop", "reg_buffers"):
             value = getattr(self, f)
             if (f == "acc" and value == self.prec.acc) or (f == "reg_buffers" and value == self.auto_reg_buffers):
                 continue
@@ -375,6 +379,7 @@ _SHORT = {
     "min_blocks": lambda v: f"min{v}",
     "copy_parts": lambda v: f"cp{v}",
     "zfill_src": lambda v: f"zf{v}",
+    "interior_loop": lambda v: "iloop",
     "reg_buffers": lambda v: f"rb{v}",
 }
 

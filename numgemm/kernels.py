@@ -597,6 +597,8 @@ def kernel_function(cfg: KernelConfig):
     a_tile_rows, b_tile_rows = cfg.rows_a, cfg.b_tile_shape[0]
     bk_units = bk // cfg.prec.k_per_unit    # rows of a K x N B tile
     double = cfg.reg_buffers == 2
+    interior = cfg.interior_loop
+    all_rows = i32(1 << 30)                 # rows_left when every row is in bounds
 
     @_device
     def tile_of(pid, tiles_m, tiles_n):
@@ -653,19 +655,22 @@ def kernel_function(cfg: KernelConfig):
         acc = init()
         regs = cuda.local.array(n_regs, u32)
 
-        def stage_copies(step, off):
+        def stage_copies(step, off, inside):
             """What copy_part needs to copy the k-tile of loop step `step` into
-            the stage at byte offset off."""
+            the stage at byte offset off. inside (a constant): every copy is
+            in bounds, so no row or column is checked (interior_loop)."""
             kt = step + k_first
             if k_stagger and kt >= ktiles:
                 kt -= ktiles
             kb0 = i32(kt * bkb)
-            a = (a_base, a_src + kb0, A.strides[1], a_rows, a_tile_rows - a_r, kb0 + a_col < KB, a_dst + off)
+            a = (a_base, a_src + kb0, A.strides[1], all_rows if inside else a_rows, a_tile_rows - a_r,
+                 True if inside else kb0 + a_col < KB, a_dst + off)
             if kn:
-                b = (b_base, b_src + kt * b_step, B.strides[1], i32(K - kt * bk_units - b_r),
-                     b_tile_rows - b_r, b_cols_ok, b_dst + off)
+                b = (b_base, b_src + kt * b_step, B.strides[1], all_rows if inside else i32(K - kt * bk_units - b_r),
+                     b_tile_rows - b_r, True if inside else b_cols_ok, b_dst + off)
             else:
-                b = (b_base, b_src + kb0, B.strides[1], b_rows, b_tile_rows - b_r, kb0 + b_col < KB, b_dst + off)
+                b = (b_base, b_src + kb0, B.strides[1], all_rows if inside else b_rows, b_tile_rows - b_r,
+                     True if inside else kb0 + b_col < KB, b_dst + off)
             return a + b + (policy, regs)
 
         def land_stage(off):
@@ -688,39 +693,51 @@ def kernel_function(cfg: KernelConfig):
 
         for s in range(stages - 1):
             if s < ktiles:
-                copy_part(stage_copies(s, s * stage_bytes), -1)
+                copy_part(stage_copies(s, s * stage_bytes, False), -1)
                 land_stage(s * stage_bytes)
             commit()
         wait()                              # tile 0 has landed (this thread's copies)
         barrier()                           # ... everyone's
 
         fa, fb = frags()
-        read, write = 0, (stages - 1) * stage_bytes       # byte offsets of two stages
         if double:
-            a_tile, b_tile = warp_tiles(read)
+            a_tile, b_tile = warp_tiles(0)
             load_frags(fa, fb, 0, a_tile, b_tile, wk, lane)
-        for kt in range(ktiles):
-            more = kt + stages - 1 < ktiles     # a k-tile left to copy, into the stage tile kt-1 left
-            st = stage_copies(kt + stages - 1, write)
-            if not spread:                  # all the copies, then the mmas
-                if more:
-                    copy_part(st, -1)
-                commit()
-            a_tile, b_tile = warp_tiles(read)
-            tile_steps(acc, fa, fb, a_tile, b_tile, lane, wk, st, more)
-            if spread:                      # the tile's steps started the copies
-                commit()
-            if more:                        # registers -> shared, behind this tile's mmas
-                land_stage(write)
-            wait()                          # tile kt+1 has landed (this thread's copies)
-            barrier()                       # ... everyone's, and stage kt is read
-            read = read + stage_bytes if read + stage_bytes < pipe_bytes else 0
-            write = write + stage_bytes if write + stage_bytes < pipe_bytes else 0
-            if double:                      # the next tile's first fragments, then this one's last mmas
-                if kt + 1 < ktiles:
-                    a_tile, b_tile = warp_tiles(read)
-                    load_frags(fa, fb, 0, a_tile, b_tile, wk, lane)
-                compute(acc, fa, fb, 1)
+
+        def k_loop(inside):
+            """The k loop; inside: a constant (two copies of the loop)."""
+            read, write = 0, (stages - 1) * stage_bytes       # byte offsets of two stages
+            for kt in range(ktiles):
+                more = kt + stages - 1 < ktiles     # a k-tile left to copy, into the stage tile kt-1 left
+                st = stage_copies(kt + stages - 1, write, inside)
+                if not spread:                  # all the copies, then the mmas
+                    if more:
+                        copy_part(st, -1)
+                    commit()
+                a_tile, b_tile = warp_tiles(read)
+                tile_steps(acc, fa, fb, a_tile, b_tile, lane, wk, st, more)
+                if spread:                      # the tile's steps started the copies
+                    commit()
+                if more:                        # registers -> shared, behind this tile's mmas
+                    land_stage(write)
+                wait()                          # tile kt+1 has landed (this thread's copies)
+                barrier()                       # ... everyone's, and stage kt is read
+                read = read + stage_bytes if read + stage_bytes < pipe_bytes else 0
+                write = write + stage_bytes if write + stage_bytes < pipe_bytes else 0
+                if double:                      # the next tile's first fragments, then this one's last mmas
+                    if kt + 1 < ktiles:
+                        a_tile, b_tile = warp_tiles(read)
+                        load_frags(fa, fb, 0, a_tile, b_tile, wk, lane)
+                    compute(acc, fa, fb, 1)
+
+        # A block whose copies are all in bounds (its tile inside M and N, K
+        # whole k-tiles) runs a k loop without their checks: ~3 instructions
+        # a copy (compare, zfill_src="base"'s select).
+        if interior and m0 + bm <= M and KB % bkb == 0 and (
+                (n0 + bn) * b_esize <= NB and K % bk_units == 0 if kn else n0 + bn <= N):
+            k_loop(True)
+        else:
+            k_loop(False)
 
         if warps_k > 1:
             k_reduce(acc, wk, wmn, lane)

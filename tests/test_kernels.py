@@ -142,6 +142,17 @@ def test_output_not_aligned_for_pair_stores(name, rng):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("name", ["fp16_wmma", "fp16_ptx_mma", "int8_ptx_mma_k32", "int4_ptx_unpack_s8",
+                                  "int4_ptx_unpack_s8_tile", "int4_ptx_mma_k64_kn_ldg16"])
+def test_interior_loop_beside_edge_blocks(name, rng):
+    """interior_loop: K in whole k-tiles, so the blocks inside M and N run the
+    unchecked k loop while those on the last tile row and column run the
+    checked one, in one launch."""
+    cfg = registry.get(name).replace(interior_loop=True)
+    check_kernel(cfg, 2, 520, 1000, 1024, rng, kernel=cfg)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("name", ["fp16_ptx_mma", "int8_ptx_mma_k32", "int4_ptx_unpack_s8"])
 def test_staggered_k_order_visits_every_k_tile(name, rng):
     """k_stagger: each block starts at its own k-tile and wraps around. 38

@@ -167,7 +167,9 @@ def _tile_loader(cfg, rows, row_bytes, pitch, unit=16, reg0=0):
     compare, a 64-bit add, a 64-bit select (zfill_src="base") and the
     LDGSTS. Rows at or past rows_left and columns past the matrix (col_ok = 0)
     are zero-filled, so a tile may overhang the matrix on every side; rows are
-    whole 16-byte columns (gemm() pads K otherwise).
+    whole 16-byte columns (gemm() pads K otherwise). Where the caller passes
+    constants that hold for every row (interior_loop), the compare and the
+    select fold away.
 
     issue starts the copies, all of them (part=-1) or one part of
     cfg.copy_parts (pass i is in part i % copy_parts); land finishes them.

@@ -36,6 +36,12 @@ selects, tuned FP16 takes 1.6% fewer cycles at base clocks (4,049,902 ->
 3,983,328) and tuned INT8 2.3% more (2,093,224 -> 2,141,177), its copies
 scheduled otherwise (Nsight Compute, H200, 2026-11-30).
 
+Tuned FP16 also runs interior blocks (every copy in bounds) through their
+own k loop without the copies' checks (interior_loop): 296 -> 267 SASS
+instructions, 3,996,147 -> 3,898,826 cycles at base clocks. INT8 took more
+cycles with it (2,024,500 -> 2,102,968; 1172 -> 1192 us interleaved), so it
+stays with the one checked loop (H200, 2026-11-30, results/2026-11-30-h200-kloop/).
+
 Within a preset each family has a base config; its other kernels are that
 config with one field changed. WMMA baselines use the same block and warp
 tiling as their mma twins (unlike the study's INT4 WMMA, which used 8 x 8

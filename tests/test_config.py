@@ -14,6 +14,7 @@ def test_name_derives_from_fields():
     assert base.replace(k_stagger=1).name == base.name + "_kst1"
     assert base.replace(bk=128, copy_parts=2).name == base.replace(bk=128).name + "_cp2"
     assert base.replace(zfill_src="any").name == base.name + "_zfany"
+    assert base.replace(interior_loop=True).name == base.name + "_iloop"
 
 
 def test_variant_is_one_field_changed():

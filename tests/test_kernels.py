@@ -47,6 +47,19 @@ def test_copy_parts_put_mmas_between_the_copies():
     assert spread.longest_gap < at_once.longest_gap, (spread.shape, at_once.shape)
 
 
+def test_interior_loop_drops_the_copy_checks():
+    """Two k loops: the checked one compares (and, zfill_src="base", selects)
+    per copy; the interior one has the same copies and mmas without either."""
+    cfg = registry.get("int8_ptx_mma_k32").replace(interior_loop=True, zfill_src="base")
+    loops = [lp for lp in build_config(cfg, "sm_90").loops if lp.mmas]
+    assert len(loops) == 2
+    inner, checked = sorted(loops, key=lambda lp: len(lp.ops))
+    assert inner.mmas == checked.mmas and inner.shape.count("G") == checked.shape.count("G") == 12
+    count = lambda lp, op: sum(o.startswith(op) for o in lp.ops)      # noqa: E731
+    assert count(checked, "SEL") >= 12 and count(checked, "ISETP") >= 12
+    assert count(inner, "SEL") == count(inner, "ISETP") == 0
+
+
 def test_s4_on_hopper_is_emulated_not_native():
     cfg = registry.get("int4_ptx_mma_k64")
     hopper, ada = build_config(cfg, "sm_90"), build_config(cfg, "sm_89")

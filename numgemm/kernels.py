@@ -217,9 +217,12 @@ def _tile_loader(cfg, rows, row_bytes, pitch, unit=16, reg0=0):
                     st(dst + i * step * pitch + 16, (x2[0], x2[1], x3[0], x3[1]))
     copy_one = _device(copy_one)
 
-    def issue(base, src, stride, rows_left, rows_in_tile, col_ok, dst, policy, regs, part):
-        """rows_left: rows of the matrix from this thread's first; rows_in_tile:
-        rows of the tile from it (int32); part: a constant, -1 for all passes."""
+    def issue(copies, policy, regs, part):
+        """copies: (base, src, stride, rows_left, rows_in_tile, col_ok, dst),
+        with rows_left the rows of the matrix from this thread's first and
+        rows_in_tile the rows of the tile from it (int32); part: a constant,
+        -1 for all passes."""
+        base, src, stride, rows_left, rows_in_tile, col_ok, dst = copies
         for i in range(passes):
             if (part < 0 or i % parts == part) and (not ragged or i * step < rows_in_tile):
                 ok = col_ok and i * step < rows_left
@@ -573,10 +576,9 @@ def kernel_function(cfg: KernelConfig):
     @_device
     def copy_part(st, part):
         """Start part `part` (-1: all) of one stage's copies; st: stage_copies()."""
-        a_base, a_src, a_stride, a_left, a_in, a_ok, a_dst, b_base, b_src, b_stride, b_left, b_in, b_ok, b_dst, \
-            policy, regs = st
-        load_a(a_base, a_src, a_stride, a_left, a_in, a_ok, a_dst, policy, regs, part)
-        load_b(b_base, b_src, b_stride, b_left, b_in, b_ok, b_dst, policy, regs, part)
+        a, b, policy, regs = st
+        load_a(a, policy, regs, part)
+        load_b(b, policy, regs, part)
 
     tile_steps = _tile_steps(sv, warp_routine, copy_part)
     if cfg.unpack == "tile":                # no cp.async groups to close or wait for
@@ -673,7 +675,7 @@ def kernel_function(cfg: KernelConfig):
             else:
                 b = (b_base, b_src + kb0, B.strides[1], all_rows if inside else b_rows, b_tile_rows - b_r,
                      True if inside else kb0 + b_col < KB, b_dst + off)
-            return a + b + (policy, regs)
+            return a, b, policy, regs
 
         def land_stage(off):
             """Finish the copies copy_part started (unpack="tile": widen and store)."""

@@ -167,8 +167,8 @@ def _tile_loader(cfg, rows, row_bytes, pitch, unit=16, reg0=0):
     compare, a 64-bit add, a 64-bit select (zfill_src="base") and the
     LDGSTS. Rows at or past rows_left and columns past the matrix (col_ok = 0)
     are zero-filled, so a tile may overhang the matrix on every side; rows are
-    whole 16-byte columns (gemm() pads K otherwise). Where the caller passes
-    constants that hold for every row (interior_loop), the compare and the
+    whole 16-byte columns (gemm() pads K otherwise). Where the caller says
+    every copy is in bounds (inside, interior_loop), the compare and the
     select fold away.
 
     issue starts the copies, all of them (part=-1) or one part of
@@ -217,15 +217,16 @@ def _tile_loader(cfg, rows, row_bytes, pitch, unit=16, reg0=0):
                     st(dst + i * step * pitch + 16, (x2[0], x2[1], x3[0], x3[1]))
     copy_one = _device(copy_one)
 
-    def issue(copies, policy, regs, part):
+    def issue(copies, policy, regs, part, inside):
         """copies: (base, src, stride, rows_left, rows_in_tile, col_ok, dst),
         with rows_left the rows of the matrix from this thread's first and
         rows_in_tile the rows of the tile from it (int32); part: a constant,
-        -1 for all passes."""
+        -1 for all passes; inside: a constant, True where every copy is in
+        bounds (interior_loop), so that no row or column is checked."""
         base, src, stride, rows_left, rows_in_tile, col_ok, dst = copies
         for i in range(passes):
             if (part < 0 or i % parts == part) and (not ragged or i * step < rows_in_tile):
-                ok = col_ok and i * step < rows_left
+                ok = inside or (col_ok and i * step < rows_left)
                 at = src + i * step * stride
                 copy_one(i, dst + i * step * pitch, at if ok or any_src else base, ok, policy, regs)
 
@@ -576,9 +577,9 @@ def kernel_function(cfg: KernelConfig):
     @_device
     def copy_part(st, part):
         """Start part `part` (-1: all) of one stage's copies; st: stage_copies()."""
-        a, b, policy, regs = st
-        load_a(a, policy, regs, part)
-        load_b(b, policy, regs, part)
+        a, b, policy, regs, inside = st
+        load_a(a, policy, regs, part, inside)
+        load_b(b, policy, regs, part, inside)
 
     tile_steps = _tile_steps(sv, warp_routine, copy_part)
     if cfg.unpack == "tile":                # no cp.async groups to close or wait for
@@ -602,7 +603,6 @@ def kernel_function(cfg: KernelConfig):
     bk_units = bk // cfg.prec.k_per_unit    # rows of a K x N B tile
     double = cfg.reg_buffers == 2
     interior = cfg.interior_loop
-    all_rows = i32(1 << 30)                 # rows_left when every row is in bounds
 
     @_device
     def tile_of(pid, tiles_m, tiles_n):
@@ -661,21 +661,18 @@ def kernel_function(cfg: KernelConfig):
 
         def stage_copies(step, off, inside):
             """What copy_part needs to copy the k-tile of loop step `step` into
-            the stage at byte offset off. inside (a constant): every copy is
-            in bounds, so no row or column is checked (interior_loop)."""
+            the stage at byte offset off; inside: see _tile_loader's issue."""
             kt = step + k_first
             if k_stagger and kt >= ktiles:
                 kt -= ktiles
             kb0 = i32(kt * bkb)
-            a = (a_base, a_src + kb0, A.strides[1], all_rows if inside else a_rows, a_tile_rows - a_r,
-                 True if inside else kb0 + a_col < KB, a_dst + off)
+            a = (a_base, a_src + kb0, A.strides[1], a_rows, a_tile_rows - a_r, kb0 + a_col < KB, a_dst + off)
             if kn:
-                b = (b_base, b_src + kt * b_step, B.strides[1], all_rows if inside else i32(K - kt * bk_units - b_r),
-                     b_tile_rows - b_r, True if inside else b_cols_ok, b_dst + off)
+                b = (b_base, b_src + kt * b_step, B.strides[1], i32(K - kt * bk_units - b_r),
+                     b_tile_rows - b_r, b_cols_ok, b_dst + off)
             else:
-                b = (b_base, b_src + kb0, B.strides[1], all_rows if inside else b_rows, b_tile_rows - b_r,
-                     True if inside else kb0 + b_col < KB, b_dst + off)
-            return a, b, policy, regs
+                b = (b_base, b_src + kb0, B.strides[1], b_rows, b_tile_rows - b_r, kb0 + b_col < KB, b_dst + off)
+            return a, b, policy, regs, inside
 
         def land_stage(off):
             """Finish the copies copy_part started (unpack="tile": widen and store)."""

@@ -40,6 +40,9 @@ PRECISIONS = {
 }
 
 
+TMA_ROW_BYTES = 128         # copy="tma": a box row, the span of the 128-byte swizzle
+
+
 @dataclass(frozen=True)
 class KernelConfig:
     """Everything that makes one GEMM kernel; see numgemm.kernels for how each
@@ -94,6 +97,11 @@ class KernelConfig:
                                # K whole k-tiles) run their own copy of the k loop, without the
                                # copies' bounds checks (as CUTLASS leaves the K residue to its
                                # prologue); the others run the checked loop
+    copy: str = "cp_async"     # global -> shared: cp_async (each thread copies 16-byte pieces, checked
+                               # against the matrix's bounds) | tma (sm_90: one thread has the
+                               # tensor memory accelerator copy each operand's whole k-tile, zero-
+                               # filling what lies outside the matrix; the warps wait on an mbarrier
+                               # per stage; shared rows are 128-byte swizzled instead of padded)
     reg_buffers: int = 0       # fragment register buffers: 2 loads the next k step's fragments
                                # (across the barrier at a tile's end) while this one's mmas issue;
                                # 0: 2 where a warp has an even number of k steps per k-tile, else 1
@@ -194,13 +202,33 @@ class KernelConfig:
         return self.warp_tile[1] if self.private_tiles else self.bn
 
     @property
+    def swizzled(self):
+        """Shared tiles in TMA's 128-byte swizzle: 16-byte chunk c of row r at
+        chunk c ^ (r % 8); no padding (copy="tma")."""
+        return self.copy == "tma"
+
+    @property
+    def min_cc(self):
+        """The oldest compute capability the kernel runs on."""
+        return (9, 0) if self.copy == "tma" else (8, 0)
+
+    @property
     def pitch_a(self):
-        return self.bk_bytes + self.smem_pad
+        return self.bk_bytes + (0 if self.swizzled else self.smem_pad)
 
     @property
     def pitch_b(self):
-        """Row pitch of the B tile: K bytes (nk) or N bytes (kn) per row."""
+        """Row pitch of the B tile: K bytes (nk) or N bytes (kn) per row;
+        swizzled, a K x N tile is TMA boxes side by side, each 128 bytes of
+        N wide (tma_box_rows)."""
+        if self.swizzled:
+            return TMA_ROW_BYTES
         return self.b_tile_shape[1] + self.smem_pad
+
+    @property
+    def tma_box_rows(self):
+        """copy="tma": rows of A's box and of each B box (128-byte rows)."""
+        return self.bm, self.b_tile_shape[0]
 
     @property
     def tile_bytes_a(self):
@@ -208,7 +236,8 @@ class KernelConfig:
 
     @property
     def tile_bytes_b(self):
-        return self.b_tile_shape[0] * self.pitch_b
+        rows, row_bytes = self.b_tile_shape
+        return rows * (row_bytes if self.swizzled else self.pitch_b)
 
     @property
     def b_tile_shape(self):
@@ -250,7 +279,13 @@ class KernelConfig:
         pipeline = self.stages * self.stage_bytes
         if self.op == "wmma":
             return max(pipeline, self.bm * self.c_tile_pitch * 4)
-        return max(pipeline, self.reduce_bytes)
+        return max(pipeline, self.reduce_bytes) + self.tma_bytes
+
+    @property
+    def tma_bytes(self):
+        """copy="tma": room to align the stages to 1024 bytes (the swizzle's
+        period), then one 8-byte mbarrier per stage after them."""
+        return 1024 + 8 * self.stages if self.copy == "tma" else 0
 
     @property
     def reduce_bytes(self):
@@ -266,7 +301,7 @@ class KernelConfig:
         default = KernelConfig.__dataclass_fields__
         for f in ("warps_k", "a_ldmatrix", "b_ldmatrix", "cache", "evict", "b_layout", "b_global", "acc",
                   "smem_pad", "private_tiles", "raster", "k_stagger", "linkage", "unpack", "min_blocks",
-                  "copy_parts", "zfill_src", "interior_loop", "reg_buffers"):
+                  "copy_parts", "zfill_src", "interior_loop", "copy", "reg_buffers"):
             value = getattr(self, f)
             if (f == "acc" and value == self.prec.acc) or (f == "reg_buffers" and value == self.auto_reg_buffers):
                 continue
@@ -317,6 +352,18 @@ class KernelConfig:
         if self.warp_ksteps and not 1 <= self.copy_parts <= max(1, self.copy_slots):
             err.append(f"copy_parts must be 1..{self.copy_slots}: one part before each k step "
                        f"that a warp starts before the tile's barrier")
+        if self.copy not in ("cp_async", "tma"):
+            err.append("copy must be cp_async or tma")
+        elif self.copy == "tma" and (self.op != "mma" or self.b_global != "cp_async" or self.private_tiles
+                                     or self.unpack == "tile" or self.evict != "none"
+                                     or not self.a_ldmatrix or not self.b_ldmatrix):
+            err.append("copy=tma copies shared tiles for ldmatrix (op=mma; no private tiles, ldg16, "
+                       "unpack=tile, evict policy or ld.shared packing)")
+        elif self.copy == "tma" and (self.bk_bytes != TMA_ROW_BYTES or max(self.tma_box_rows) > 256):
+            err.append(f"copy=tma copies boxes of 128-byte rows (one swizzle span), at most 256 "
+                       f"rows: bk={self.bk} is {self.bk_bytes} bytes, boxes of {self.tma_box_rows} rows")
+        elif self.copy == "tma" and self.b_layout == "kn" and 2 * wn != TMA_ROW_BYTES:
+            err.append(f"copy=tma with K x N B: a warp's {wn} columns must be one 128-byte box wide")
         if self.zfill_src not in ("base", "any"):
             err.append("zfill_src must be base or any")
         if not 2 <= self.stages <= 5:
@@ -380,6 +427,7 @@ _SHORT = {
     "copy_parts": lambda v: f"cp{v}",
     "zfill_src": lambda v: f"zf{v}",
     "interior_loop": lambda v: "iloop",
+    "copy": str,
     "reg_buffers": lambda v: f"rb{v}",
 }
 

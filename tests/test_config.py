@@ -15,6 +15,7 @@ def test_name_derives_from_fields():
     assert base.replace(bk=128, copy_parts=2).name == base.replace(bk=128).name + "_cp2"
     assert base.replace(zfill_src="any").name == base.name + "_zfany"
     assert base.replace(interior_loop=True).name == base.name + "_iloop"
+    assert base.replace(bk=128, copy="tma").name == base.replace(bk=128).name + "_tma"
 
 
 def test_variant_is_one_field_changed():
@@ -61,6 +62,12 @@ def test_derived_sizes():
     (dict(bk=128, reg_buffers=1, copy_parts=5), r"copy_parts must be 1\.\.4"),
     (dict(copy_parts=0), "copy_parts must be"),
     (dict(zfill_src="zero"), "zfill_src must be base or any"),
+    (dict(copy="bulk"), "copy must be cp_async or tma"),
+    (dict(bk=64, copy="tma"), "boxes of 128-byte rows"),
+    (dict(bk=128, bm=512, warps_m=8, copy="tma"), "at most 256"),
+    (dict(bk=128, copy="tma", op="wmma"), "copy=tma copies shared tiles for ldmatrix"),
+    (dict(bk=128, copy="tma", private_tiles=True), "copy=tma"),
+    (dict(bk=128, copy="tma", a_ldmatrix=0), "copy=tma"),
 ])
 def test_invalid_configs_say_why(changes, message):
     with pytest.raises(ValueError, match=message):
@@ -107,3 +114,19 @@ def test_tile_widening_stores_s8_tiles():
     assert c.op_shape == (16, 8, 32) and c.max_k is None
     with pytest.raises(ValueError, match="b_layout=nk"):
         KernelConfig("int4", b_layout="kn", unpack="tile")
+
+
+def test_tma_swizzles_instead_of_padding():
+    """copy="tma": 128-byte rows with no padding, room to align the stages to
+    the swizzle's 1024 bytes and an mbarrier per stage; sm_90 only."""
+    cp = KernelConfig("int8", bm=256, bn=128, bk=128, warps_m=4, warps_n=2, stages=4)
+    tma = cp.replace(copy="tma")
+    assert cp.pitch_a == 144 and tma.pitch_a == tma.pitch_b == 128 and tma.swizzled
+    assert tma.stage_bytes == (256 + 128) * 128
+    assert tma.smem_bytes == 4 * tma.stage_bytes + 1024 + 4 * 8
+    assert cp.min_cc == (8, 0) and tma.min_cc == (9, 0)
+    # K x N B: boxes of 64 k rows x 128 bytes of N side by side, one per warp column
+    kn = KernelConfig("fp16", b_layout="kn", bm=256, bn=128, bk=64, warps_m=4, warps_n=2, copy="tma")
+    assert kn.tma_box_rows == (256, 64) and kn.pitch_b == 128 and kn.tile_bytes_b == 64 * 256
+    with pytest.raises(ValueError, match="one 128-byte box wide"):
+        kn.replace(bn=256)

@@ -17,7 +17,7 @@ import numpy as np
 from numba import cuda
 from numba.cuda.cudadrv.devicearray import DeviceNDArray
 
-from . import registry
+from . import registry, tensormap
 from .config import PRECISIONS, KernelConfig
 from .kernels import argtypes, compiled
 
@@ -114,6 +114,9 @@ def plan_gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, k=
 
     cc = tuple(cuda.get_current_device().compute_capability)
     cfg = _config(kernel, precision, layout, preset, M, K, cc)
+    if cc < cfg.min_cc:
+        raise NotOnThisGPU(f"{cfg.name} copies with the TMA unit (copy={cfg.copy!r}), which sm_{cc[0]}{cc[1]} "
+                           f"lacks: it needs sm_{cfg.min_cc[0]}{cfg.min_cc[1]}")
     if cfg.evict != "none" and cc == (9, 0):
         raise NotOnThisGPU(
             f"{cfg.name}: cp.async with an L2 cache policy faults inside these GEMMs on sm_90 "
@@ -137,7 +140,8 @@ def plan_gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, k=
         C = _as_bits(C)
     tiles = -(-M // cfg.bm) * -(-N // cfg.bn)
     k_rows = B.shape[1] if layout == "kn" else K
-    return GemmPlan(cfg, (A, B, C, M, N, k_rows, KB, B.shape[2], c_aligned), (tiles, 1, batch),
+    maps = tensormap.device_maps(A, B, cfg) if cfg.copy == "tma" else 0
+    return GemmPlan(cfg, (A, B, C, M, N, k_rows, KB, B.shape[2], c_aligned, maps), (tiles, 1, batch),
                     result, host_out, stream)
 
 

@@ -32,7 +32,7 @@ from numba import cuda, types
 from numba.cuda.extending import intrinsic
 
 from . import primitives as P
-from .config import KernelConfig
+from .config import TMA_ROW_BYTES, KernelConfig
 from .inspect import build
 
 u8, u32, u64, i32 = types.uint8, types.uint32, types.uint64, types.int32
@@ -41,10 +41,12 @@ _OUT = {"f32": types.float32, "s32": types.int32, "f16": types.uint16}   # f16 s
 
 
 def argtypes(cfg):
-    """Numba types of the kernel's arguments: A, B as bytes (dp4a: 32-bit words)."""
+    """Numba types of the kernel's arguments: A, B as bytes (dp4a: 32-bit words);
+    see gemm_kernel."""
     arr = lambda t: types.Array(t, 3, "A")  # noqa: E731 - any strides
     ab = u32 if cfg.op == "dp4a" else u8
-    return (arr(ab), arr(ab), arr(_OUT[cfg.acc]), i32, i32, i32, i32, i32, i32)
+    # The last: the global address of A's and B's tensor maps (copy="tma"), else 0.
+    return (arr(ab), arr(ab), arr(_OUT[cfg.acc]), i32, i32, i32, i32, i32, i32, u64)
 
 
 def _device(fn):
@@ -325,9 +327,57 @@ def _mma_warp(cfg):
             return (r * 8 + (lane & 7)) * pitch_b + j * 16
         return (j * 8 + (lane & 7)) * pitch_b + r * 16
 
-    a_step = _lane_free_steps(a_addr, mi * na // wa) if wa else (0,)
-    b_step = _lane_free_steps(b_addr, nj * nb // wb) if wb else (0,)
     b_kk = ksb // 2 * pitch_b if kn else ksb        # a k step's bytes along B's tile
+    swizzled = cfg.swizzled
+
+    def at(offset):
+        """Where a byte of the tile lies in shared memory: 128-byte rows whose
+        16-byte chunks TMA's swizzle permuted (copy="tma"), else in place."""
+        return offset ^ (((offset >> 7) & 7) << 4) if swizzled else offset
+
+    def lane_classes(addr, count, kk_bytes):
+        """Swizzled, a matrix's lane offsets differ from another's by a constant
+        only where the XOR permutes their chunks alike (rows 8 apart; for
+        K x N B, the same n chunk). So matrix t at k step kk is read at the
+        lane offset of a representative (rt, rk) plus a constant: a register
+        per class, the rest folded into ldmatrix's immediate.
+        Returns (representatives, class[kk][t], constant[kk][t])."""
+        reps, cls, off = [], [], []
+        for kk in range(cfg.ksteps):
+            cls.append([]), off.append([])
+            for t in range(count):
+                here = lambda tt, lane, kk=kk: at(addr(tt, lane) + kk * kk_bytes)   # noqa: E731
+                for c, (rt, rk) in enumerate(reps):
+                    d = here(t, 0) - at(addr(rt, 0) + rk * kk_bytes)
+                    if all(here(t, lane) - at(addr(rt, lane) + rk * kk_bytes) == d for lane in range(32)):
+                        break
+                else:
+                    c, d = len(reps), 0
+                    reps.append((t, kk))
+                cls[-1].append(c), off[-1].append(d)
+        return tuple(reps), tuple(map(tuple, cls)), tuple(map(tuple, off))
+
+    def swizzled_reader(addr, count, kk_bytes):
+        """matrix_at(t, kk, lane): the shared offset of matrix t at k step kk
+        for this lane, swizzled."""
+        reps, cls, off = lane_classes(addr, count, kk_bytes)
+        # Flat tuples of ints: Numba indexes nested tuples only with constants.
+        rep_t = tuple(reps[c][0] for row in cls for c in row)
+        rep_k = tuple(reps[c][1] for row in cls for c in row)
+        const = tuple(d for row in off for d in row)
+        addr_d, at_d = _device(addr), _device(at)
+
+        def matrix_at(t, kk, lane):
+            i = kk * count + t
+            return at_d(addr_d(rep_t[i], lane) + rep_k[i] * kk_bytes) + const[i]
+        return _device(matrix_at)
+
+    if swizzled:
+        a_at = swizzled_reader(a_addr, mi * na // wa, ksb)
+        b_at = swizzled_reader(b_addr, nj * nb // wb, b_kk)
+    else:
+        a_step = _lane_free_steps(a_addr, mi * na // wa) if wa else (0,)
+        b_step = _lane_free_steps(b_addr, nj * nb // wb) if wb else (0,)
     a_addr, b_addr = _device(a_addr), _device(b_addr)
 
     def load(fa, fb, buf, a_tile, b_tile, kk, lane):
@@ -335,7 +385,10 @@ def _mma_warp(cfg):
         a_tile / b_tile: shared addresses of this warp's first A row / B row."""
         oa, ob = buf * n_fa, buf * n_fb
         g4 = (lane & 3) * 4                         # this lane's bytes in a fragment row
-        if wa:  # ldmatrix x<w>: lanes 8q..8q+7 address the rows of the q-th matrix.
+        if wa and swizzled:
+            for t in range(mi * na // wa):
+                put_a(fa, oa + t * wa, lda(a_tile + a_at(t, kk, lane)))
+        elif wa:  # ldmatrix x<w>: lanes 8q..8q+7 address the rows of the q-th matrix.
             a_lane = a_addr(0, lane)
             for t in range(mi * na // wa):
                 put_a(fa, oa + t * wa, lda(a_tile + a_lane + a_step[t] + kk * ksb))
@@ -344,7 +397,10 @@ def _mma_warp(cfg):
                 i, r = q // na, q % na
                 row = i * 16 + (r % 2) * 8 + (lane >> 2)
                 fa[oa + q] = word(a_tile + row * pitch_a + kk * ksb + (r // 2) * 16 + g4)
-        if wb:
+        if wb and swizzled:
+            for t in range(nj * nb // wb):
+                put_b(fb, ob + t * wb, ldb(b_tile + b_at(t, kk, lane)))
+        elif wb:
             b_lane = b_addr(0, lane)
             for t in range(nj * nb // wb):
                 put_b(fb, ob + t * wb, ldb(b_tile + b_lane + b_step[t] + kk * b_kk))
@@ -542,7 +598,7 @@ def _dp4a_function(cfg):
     dp4a = P.routines(cfg.linkage).dp4a_s8
     bm, bn = cfg.bm, cfg.bn
 
-    def gemm_kernel(A, B, C, M, N, K, KB, NB, c_aligned):
+    def gemm_kernel(A, B, C, M, N, K, KB, NB, c_aligned, tmaps):
         tid = cuda.threadIdx.x
         tm, tn = _divmod32(cuda.blockIdx.x, (N + bn - 1) // bn)
         row, col = tm * bm + tid // bn, tn * bn + tid % bn
@@ -574,15 +630,31 @@ def kernel_function(cfg: KernelConfig):
                                                    reg0=regs_a)
     n_regs = max(1, regs_a + regs_b)        # registers that hold a tile in flight (unpack="tile")
 
-    @_device
-    def copy_part(st, part):
-        """Start part `part` (-1: all) of one stage's copies; st: stage_copies()."""
-        a, b, policy, regs, inside = st
-        load_a(a, policy, regs, part, inside)
-        load_b(b, policy, regs, part, inside)
+    tma = cfg.copy == "tma"
+    if tma:
+        @_device
+        def copy_part(st, part):
+            """One thread has the TMA unit copy the whole k-tile (the first part
+            or all): A's box and B's (K x N: boxes side by side, 128 bytes of
+            N each), the stage's mbarrier told their bytes. st[0]: the stage's
+            address, A's box at (kb0, row_a, z), B's first at (b0, b1, zb)."""
+            dst, kb0, bar, issuer, tmap, row_a, b0, b1, z, zb = st[0]
+            if part <= 0 and issuer:
+                ptx.mbarrier_arrive_expect_tx(bar, u32(tma_tx))
+                ptx.tma_load_3d(dst, tmap, (kb0, row_a, z), bar)
+                for box in range(b_boxes):
+                    ptx.tma_load_3d(dst + u32(tile_a + box * b_box_bytes), tmap + u64(128),
+                                    (b0 + i32(box * TMA_ROW_BYTES), b1, zb), bar)
+    else:
+        @_device
+        def copy_part(st, part):
+            """Start part `part` (-1: all) of one stage's copies; st: stage_copies()."""
+            a, b, policy, regs, inside = st
+            load_a(a, policy, regs, part, inside)
+            load_b(b, policy, regs, part, inside)
 
     tile_steps = _tile_steps(sv, warp_routine, copy_part)
-    if cfg.unpack == "tile":                # no cp.async groups to close or wait for
+    if cfg.unpack == "tile" or tma:         # no cp.async groups to close or wait for
         commit = wait = _device(lambda: None)
     else:
         wait = getattr(ptx, f"cp_async_wait_{cfg.stages - 2}")
@@ -596,6 +668,7 @@ def kernel_function(cfg: KernelConfig):
     private, raster, k_stagger, spread = cfg.private_tiles, cfg.raster, cfg.k_stagger, cfg.copy_parts > 1
     stage_bytes, tile_a, tile_b = sv.stage_bytes, sv.tile_bytes_a, sv.tile_bytes_b
     pipe_bytes = stages * stage_bytes
+    tma_tx, tma_top = stage_bytes, cfg.smem_bytes - cfg.tma_bytes  # a stage's boxes; where the mbarriers go
     kn = cfg.b_layout == "kn"
     pitch_a, pitch_b = sv.pitch_a, sv.pitch_b
     b_esize = 2                             # K x N B: one 16-bit unit per column
@@ -603,6 +676,8 @@ def kernel_function(cfg: KernelConfig):
     bk_units = bk // cfg.prec.k_per_unit    # rows of a K x N B tile
     double = cfg.reg_buffers == 2
     interior = cfg.interior_loop
+    b_boxes = cfg.b_tile_shape[1] // TMA_ROW_BYTES if kn else 1        # copy="tma": B boxes per k-tile
+    b_box_bytes = cfg.b_tile_shape[0] * TMA_ROW_BYTES
 
     @_device
     def tile_of(pid, tiles_m, tiles_n):
@@ -616,9 +691,10 @@ def kernel_function(cfg: KernelConfig):
         col, row = _divmod32(local, size)
         return first + row, col
 
-    def gemm_kernel(A, B, C, M, N, K, KB, NB, c_aligned):
+    def gemm_kernel(A, B, C, M, N, K, KB, NB, c_aligned, tmaps):
         """K: rows of B when it is K x N (k units), else unused; KB: bytes of K
-        in a row of A; NB: bytes in a row of a K x N B."""
+        in a row of A; NB: bytes in a row of a K x N B; tmaps: copy="tma", the
+        global address of A's tensor map, B's 128 bytes after it."""
         tid = cuda.threadIdx.x
         warp, lane = tid >> 5, tid & 31
         wmn, wk = (warp % warps_mn, warp // warps_mn) if warps_k > 1 else (warp, 0)
@@ -628,8 +704,19 @@ def kernel_function(cfg: KernelConfig):
         z = cuda.blockIdx.z
         zb = z if B.shape[0] > 1 else 0
         m0, n0 = i32(tm * bm), i32(tn * bn)
-        sbase = P.shared_addr(cuda.shared.array(0, u8), 0)
+        smem = P.shared_addr(cuda.shared.array(0, u8), 0)
+        # copy="tma": the stages on the swizzle's 1024-byte period, an mbarrier per stage after them
+        sbase = (smem + u32(1023)) & u32(0xFFFFFC00) if tma else smem
+        bars = sbase + u32(tma_top)
         policy = make_policy() if make_policy is not None else u64(0)
+        if tma:
+            if tid == 0:
+                ptx.tensormap_acquire(tmaps)
+                ptx.tensormap_acquire(tmaps + u64(128))
+                for s in range(stages):
+                    ptx.mbarrier_init(bars + u32(8 * s), u32(1))
+                ptx.mbarrier_init_fence()
+            cuda.syncthreads()
 
         if private:            # this warp's own A rows and B columns, copied by its lanes
             a_row0, b_row0, copier = m0 + wr * wm, n0 + wc * wn, lane
@@ -659,6 +746,10 @@ def kernel_function(cfg: KernelConfig):
         acc = init()
         regs = cuda.local.array(n_regs, u32)
 
+        def bar_of(off):
+            """The mbarrier of the stage at byte offset off (copy="tma")."""
+            return bars + u32(8) * _divmod32(off, stage_bytes)[0]
+
         def stage_copies(step, off, inside):
             """What copy_part needs to copy the k-tile of loop step `step` into
             the stage at byte offset off; inside: see _tile_loader's issue."""
@@ -666,6 +757,10 @@ def kernel_function(cfg: KernelConfig):
             if k_stagger and kt >= ktiles:
                 kt -= ktiles
             kb0 = i32(kt * bkb)
+            if tma:     # B's first box: at (k byte, n row) of N x K B; at (n byte, k row) of K x N B
+                b0, b1 = (i32(n0 * b_esize), i32(kt * bk_units)) if kn else (kb0, n0)
+                box = (sbase + off, kb0, bar_of(off), tid == 0, tmaps, m0, b0, b1, i32(z), i32(zb))
+                return box, None, policy, regs, inside
             a = (a_base, a_src + kb0, A.strides[1], a_rows, a_tile_rows - a_r, kb0 + a_col < KB, a_dst + off)
             if kn:
                 b = (b_base, b_src + kt * b_step, B.strides[1], i32(K - kt * bk_units - b_r),
@@ -679,6 +774,15 @@ def kernel_function(cfg: KernelConfig):
             land_a(a_tile_rows - a_r, a_dst + off, regs)
             land_b(b_tile_rows - b_r, b_dst + off, regs)
 
+        def wait_for(kt, off):
+            """Tile kt, in the stage at offset off, has landed: this thread's
+            copies (cp.async; the barrier after makes everyone's visible) or
+            the whole tile (tma: the phase of its use of the stage)."""
+            if not tma:
+                wait()
+            elif kt < ktiles:
+                ptx.mbarrier_wait(bar_of(off), _divmod32(kt, stages)[0] & u32(1))
+
         def barrier():
             if private:
                 cuda.syncwarp()
@@ -688,6 +792,8 @@ def kernel_function(cfg: KernelConfig):
         def warp_tiles(read):
             """Shared addresses of this warp's A rows and B rows in stage `read`."""
             a_tile = sbase + read + tile_off + a_warp * pitch_a
+            if kn and tma:      # the warp's columns are one box of the K x N tile
+                return a_tile, sbase + read + tile_a + b_warp * b_esize // TMA_ROW_BYTES * b_box_bytes
             if kn:
                 return a_tile, sbase + read + tile_off + tile_a + b_warp * b_esize
             return a_tile, sbase + read + tile_off + tile_a + b_warp * pitch_b
@@ -697,7 +803,7 @@ def kernel_function(cfg: KernelConfig):
                 copy_part(stage_copies(s, s * stage_bytes, False), -1)
                 land_stage(s * stage_bytes)
             commit()
-        wait()                              # tile 0 has landed (this thread's copies)
+        wait_for(0, 0)                      # tile 0 has landed (cp.async: this thread's copies)
         barrier()                           # ... everyone's
 
         fa, fb = frags()
@@ -721,7 +827,8 @@ def kernel_function(cfg: KernelConfig):
                     commit()
                 if more:                        # registers -> shared, behind this tile's mmas
                     land_stage(write)
-                wait()                          # tile kt+1 has landed (this thread's copies)
+                # tile kt+1, in the next stage, has landed (cp.async: this thread's copies)
+                wait_for(kt + 1, read + stage_bytes if read + stage_bytes < pipe_bytes else 0)
                 barrier()                       # ... everyone's, and stage kt is read
                 read = read + stage_bytes if read + stage_bytes < pipe_bytes else 0
                 write = write + stage_bytes if write + stage_bytes < pipe_bytes else 0
@@ -734,7 +841,7 @@ def kernel_function(cfg: KernelConfig):
         # A block whose copies are all in bounds (its tile inside M and N, K
         # whole k-tiles) runs a k loop without their checks: ~3 instructions
         # a copy (compare, zfill_src="base"'s select).
-        if interior and m0 + bm <= M and KB % bkb == 0 and (
+        if interior and not tma and m0 + bm <= M and KB % bkb == 0 and (
                 (n0 + bn) * b_esize <= NB and K % bk_units == 0 if kn else n0 + bn <= N):
             k_loop(True)
         else:

@@ -118,6 +118,11 @@ def _families(preset):
         # (stagger, 8 warps across N).
         # Their copies start all at once (copy_parts=1): measured so, not yet in parts.
         skinny = dict(bm=16, bn=64, warps_m=1, min_blocks=1, reg_buffers=2, k_stagger=1, copy_parts=1)
+        # sm_90: the TMA unit copies each operand's k-tile (one thread issues it,
+        # an mbarrier per stage counts its bytes), into 128-byte swizzled rows.
+        families["fp16"]["fp16_ptx_tma"] = fp16.replace(copy="tma")
+        families["int8"]["int8_ptx_tma"] = int8.replace(copy="tma")
+        families["int4"]["int4_ptx_unpack_s8_tma"] = int4.replace(unpack="scaled", copy="tma")
         families["int8"]["int8_ptx_mma_k32_m16"] = int8.replace(bk=512, stages=4, warps_n=4, warps_k=2, **skinny)
         families["int4"]["int4_ptx_unpack_s8_m16"] = int4.replace(bk=512, stages=4, unpack="scaled",
                                                                   warps_n=8, warps_k=1, **skinny)
@@ -166,7 +171,7 @@ def default(precision, b_layout, preset="tuned", cc=None, m=None, k=None):
     """The kernel gemm() uses: per precision and B layout; for INT4 the one that
     suits the GPU (widening to s8 where s4 mma is emulated: sm_90; exactly
     where K is past the scaled widening's reach); for M <= 16 the small-M
-    tiling where there is one."""
+    tiling where there is one; on sm_90 its copy="tma" twin where there is one."""
     if precision == "int4" and b_layout == "nk" and cc is not None:
         name = "int4_ptx_mma_k64" if has_native_s4_mma(cc) else "int4_ptx_unpack_s8"
         if k is not None and name == "int4_ptx_unpack_s8" and k > REGISTRY[preset][name].max_k:
@@ -176,6 +181,9 @@ def default(precision, b_layout, preset="tuned", cc=None, m=None, k=None):
     if m is not None and m <= 16 and f"{name}_m16" in REGISTRY[preset]:
         name += "_m16"
     cfg = REGISTRY[preset][name]
+    if cc is not None and tuple(cc) >= (9, 0):      # the same kernel copying with TMA, where registered
+        cfg = next((c for c in REGISTRY[preset].values()
+                    if c.copy == "tma" and c.replace(copy=cfg.copy) == cfg), cfg)
     if cfg.b_layout == b_layout:
         return cfg
     for other in REGISTRY[preset].values():     # e.g. the K x N INT4 ablation

@@ -8,10 +8,12 @@ from numgemm.kernels import build_config, expected_sass
 from numgemm.quant import pack_int4, tolerance
 
 REGISTERED = [(p, n) for p in registry.PRESETS for n in registry.names(p)]
+# Each kernel on the targets it runs on (copy="tma": sm_90 only).
+OFFLINE = [(p, n, t) for p, n in REGISTERED for t in ("sm_89", "sm_90")
+           if int(t[3:]) >= 10 * registry.get(n, p).min_cc[0] + registry.get(n, p).min_cc[1]]
 
 
-@pytest.mark.parametrize("target", ["sm_89", "sm_90"])
-@pytest.mark.parametrize("preset,name", REGISTERED)
+@pytest.mark.parametrize("preset,name,target", OFFLINE)
 def test_sass(preset, name, target):
     cfg = registry.get(name, preset)
     b = build_config(cfg, target)
@@ -27,6 +29,9 @@ def test_sass(preset, name, target):
     if cfg.op == "mma":
         if cfg.unpack == "tile":         # global -> registers -> (widened) shared
             assert b.count("LDG.E.128") >= 1 and b.count("STS.128") >= 1 and b.count("LDGSTS") == 0
+        elif cfg.copy == "tma":          # a box of A and one of B per k-tile, waited for on an mbarrier
+            assert b.count("UTMALDG.3D") >= 2 and b.count("LDGSTS") == 0
+            assert b.count("SYNCS.PHASECHK") >= 1 and b.count("SYNCS.ARRIVE") >= 1
         else:
             assert b.count("LDGSTS") >= 1
         assert b.count("LDSM") >= 1 or cfg.a_ldmatrix == cfg.b_ldmatrix == 0
@@ -58,6 +63,21 @@ def test_interior_loop_drops_the_copy_checks():
     count = lambda lp, op: sum(o.startswith(op) for o in lp.ops)      # noqa: E731
     assert count(checked, "SEL") >= 12 and count(checked, "ISETP") >= 12
     assert count(inner, "SEL") == count(inner, "ISETP") == 0
+
+
+def test_tma_loop_has_no_copies_of_its_own():
+    """copy="tma": in the k loop each warp waits on the stage's mbarrier and
+    issues no global -> shared copies; one thread's two bulk tensor copies
+    replace the 12 LDGSTS a thread issues with cp.async, with their address
+    arithmetic and bounds checks."""
+    cfg = registry.get("int8_ptx_tma")
+    assert cfg == registry.get("int8_ptx_mma_k32").replace(copy="tma")
+    tma, cp = (build_config(c, "sm_90").main_loop() for c in (cfg, registry.get("int8_ptx_mma_k32")))
+    assert tma.mmas == cp.mmas == 128 and tma.shape.count("L") == cp.shape.count("L") == 32
+    count = lambda lp, op: sum(o.startswith(op) for o in lp.ops)      # noqa: E731
+    assert count(tma, "LDGSTS") == 0 and count(tma, "UTMALDG") == 2 and count(tma, "SYNCS.PHASECHK") == 1
+    assert count(cp, "LDGSTS") == 12
+    assert len(tma.ops) < len(cp.ops) - 40, (len(tma.ops), len(cp.ops))
 
 
 def test_s4_on_hopper_is_emulated_not_native():
@@ -135,7 +155,13 @@ def test_kernel_gpu(preset, name, rng):
     from numgemm.api import NotOnThisGPU
 
     cfg = registry.get(name, preset)
-    if cfg.evict != "none" and cuda.get_current_device().compute_capability == (9, 0):
+    cc = tuple(cuda.get_current_device().compute_capability)
+    if cc < cfg.min_cc:
+        with pytest.raises(NotOnThisGPU, match="TMA"):
+            numgemm.gemm(*operands(cfg, 1, 32, 32, 64, rng)[:2], precision=cfg.precision, kernel=name,
+                         preset=preset)
+        return
+    if cfg.evict != "none" and cc == (9, 0):
         with pytest.raises(NotOnThisGPU, match="faults inside these GEMMs on sm_90"):
             numgemm.gemm(*operands(cfg, 1, 32, 32, 64, rng)[:2], precision=cfg.precision, kernel=name,
                          preset=preset)
@@ -163,6 +189,57 @@ def test_interior_loop_beside_edge_blocks(name, rng):
     checked one, in one launch."""
     cfg = registry.get(name).replace(interior_loop=True)
     check_kernel(cfg, 2, 520, 1000, 1024, rng, kernel=cfg)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["fp16_ptx_tma", "int8_ptx_tma", "int4_ptx_unpack_s8_tma"])
+def test_tma_operands_of_every_shape(name, rng):
+    """copy="tma" (sm_90): the tensor maps follow the operands: one whole
+    tile, edges on every side with K short of one k-tile, a 1 x 1 output,
+    the first shape again with new data (maps are cached by address and
+    shape); INT8 also with B shared by every batch and A a view into wider rows."""
+    from numba import cuda
+
+    import numgemm
+
+    cfg = registry.get(name)
+    if tuple(cuda.get_current_device().compute_capability) < cfg.min_cc:
+        pytest.skip("copy=tma needs sm_90")
+    for batch, M, N, K in ((1, 256, 128, 256), (2, 300, 200, 40), (1, 1, 1, 16), (1, 256, 128, 256)):
+        check_kernel(cfg, batch, M, N, K, rng, kernel=name)
+    if cfg.precision == "int8":
+        a, b, _ = operands(cfg, 3, 260, 130, 520, rng)
+        ref = a.astype(np.int64) @ b[0].astype(np.int64)
+        wide = np.zeros((3, 260, 528), np.int8)               # rows 528 bytes apart
+        wide[:, :, :520] = a
+        for a_dev in (cuda.to_device(a), cuda.to_device(wide)[:, :, :520]):
+            got = numgemm.gemm(a_dev, cuda.to_device(b[0]), precision="int8", kernel=name).copy_to_host()
+            np.testing.assert_array_equal(got.astype(np.int64), ref)
+
+
+@pytest.mark.gpu
+def test_tma_map_slots_rewritten(rng, monkeypatch):
+    """Two map slots for three operand pairs: the first pair's slot is
+    rewritten by the third, and the first pair then takes a slot again;
+    every launch reads the maps of its own operands."""
+    from numba import cuda
+
+    import numgemm
+    from numgemm import tensormap
+
+    cfg = registry.get("int8_ptx_tma")
+    if tuple(cuda.get_current_device().compute_capability) < cfg.min_cc:
+        pytest.skip("copy=tma needs sm_90")
+    monkeypatch.setattr(tensormap, "_SLOTS", 2)
+    monkeypatch.setattr(tensormap, "_RINGS", {})
+    pairs = [(rng.integers(-128, 128, (64 * (i + 1), 256)).astype(np.int8),
+              rng.integers(-128, 128, (96, 256)).astype(np.int8)) for i in range(3)]
+    on_device = [(cuda.to_device(a), numgemm.transposed(cuda.to_device(bt))) for a, bt in pairs]
+    for i in (0, 1, 2, 0):
+        (a, bt), (da, db) = pairs[i], on_device[i]
+        got = numgemm.gemm(da, db, precision="int8", kernel="int8_ptx_tma").copy_to_host()
+        np.testing.assert_array_equal(got.astype(np.int64), a.astype(np.int64) @ bt.T.astype(np.int64))
+    assert len(tensormap._RINGS[cuda.get_current_device().id].slot_of) == 2
 
 
 @pytest.mark.gpu

@@ -63,3 +63,15 @@ def test_int4_default_widens_scaled_within_its_k_reach():
     assert small_m is registry.get("int4_ptx_unpack_s8_m16") and small_m.bm == 16
     assert registry.default("int8", "nk", m=16).bm == 16
     assert registry.default("int8", "nk", m=17).bm > 16
+
+
+def test_hopper_default_copies_with_tma():
+    """On sm_90 gemm() takes the registered copy="tma" twin of its kernel;
+    elsewhere, and for the small-M kernels (no twin), the cp.async one."""
+    for precision, layout in (("fp16", "kn"), ("int8", "nk"), ("int4", "nk")):
+        hopper = registry.default(precision, layout, cc=(9, 0), k=4096)
+        assert hopper.copy == "tma"
+        assert hopper.replace(copy="cp_async") in registry.REGISTRY["tuned"].values()
+    assert registry.default("int8", "nk", cc=(8, 9)).copy == "cp_async"
+    assert registry.default("int8", "nk", cc=(9, 0), m=16).copy == "cp_async"
+    assert registry.default("int8", "nk", "paper", cc=(9, 0)).copy == "cp_async"

@@ -1,0 +1,104 @@
+"""Tensor maps for copy="tma" kernels: what the TMA unit reads to copy a box
+of a matrix into shared memory (see ptx_asm/tma.ptx).
+
+A tensor map is 128 opaque bytes that the driver encodes
+(cuTensorMapEncodeTiled). A kernel can take one by value only as a
+__grid_constant__ parameter, which Numba cannot declare, so numgemm keeps
+A's and B's maps in global memory, 256 bytes per operand pair, and passes
+their address. The maps of recent operand pairs stay on the device
+(device_maps): encoding and copying them costs more than a launch.
+"""
+
+import ctypes
+import ctypes.util
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+from numba import cuda
+
+from .config import TMA_ROW_BYTES
+
+# cuda.h enums
+_UINT8 = 0                  # CU_TENSOR_MAP_DATA_TYPE_UINT8: the kernels see operands as bytes
+_INTERLEAVE_NONE = 0
+_SWIZZLE_128B = 3           # 16-byte chunk c of row r lands at chunk c ^ (r % 8)
+_L2_PROMOTION_256B = 3      # a miss fetches 256 bytes into L2 (the next k-tile's row too)
+_OOB_ZEROS = 0              # outside the matrix, a box reads zeros
+
+
+@functools.cache
+def _encoder():
+    path = ctypes.util.find_library("cuda") or "libcuda.so.1"     # find_library runs ldconfig: once
+    fn = ctypes.CDLL(path).cuTensorMapEncodeTiled
+    u32p, u64p = ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint64)
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p, u64p, u64p, u32p, u32p,
+                   ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def box_strides(shape, strides):
+    """(rows, row bytes) -> the byte strides of a (batch, rows, bytes) operand
+    as the tensor map takes them: of rows, then of batches. An axis of one
+    has no stride of its own; it gets the one its neighbours imply."""
+    batch, rows, nbytes = shape
+    row = strides[1] if rows > 1 else -(-nbytes // 16) * 16
+    return row, strides[0] if batch > 1 else row * rows
+
+
+def encode(x, box_rows):
+    """The 128-byte tensor map of x, a (batch, rows, bytes) uint8 device view
+    with 16-byte aligned rows, for boxes of box_rows rows x TMA_ROW_BYTES bytes."""
+    batch, rows, nbytes = x.shape
+    row, plane = box_strides(x.shape, x.strides)
+    if row % 16 or plane % 16:
+        raise ValueError(f"copy=tma needs row and batch strides in multiples of 16 bytes; got {row} and {plane}")
+    out = (ctypes.c_uint64 * 16)()
+    err = _encoder()(
+        out, _UINT8, 3, ctypes.c_void_p(x.device_ctypes_pointer.value),
+        (ctypes.c_uint64 * 3)(nbytes, rows, batch), (ctypes.c_uint64 * 2)(row, plane),
+        (ctypes.c_uint32 * 3)(TMA_ROW_BYTES, box_rows, 1), (ctypes.c_uint32 * 3)(1, 1, 1),
+        _INTERLEAVE_NONE, _SWIZZLE_128B, _L2_PROMOTION_256B, _OOB_ZEROS)
+    if err:
+        raise ValueError(f"cuTensorMapEncodeTiled refused a {batch} x {rows} x {nbytes}-byte operand with "
+                         f"strides {row}, {plane} and {box_rows}-row boxes (CUresult {err})")
+    return np.frombuffer(out, np.uint64).copy()
+
+
+def device_maps(a, b, cfg):
+    """The global address of A's tensor map, with B's 128 bytes after it
+    (copy="tma"), for cfg's boxes. B is N x K bytes, or K x N: then its map's
+    rows are k and a box is 128 bytes of N.
+
+    The maps live in a ring of slots on each device, one allocation: a new
+    operand pair takes the next slot (two encodings and a 256-byte copy),
+    the same pair again finds its slot. A slot is rewritten only after
+    _SLOTS - 1 other pairs, by a synchronous copy, which waits for the
+    kernels on blocking streams; a kernel still queued on a non-blocking
+    stream behind that many others would read the new maps."""
+    device = cuda.get_current_device().id
+    key = (device, cfg.tma_box_rows) + tuple((x.device_ctypes_pointer.value, x.shape, x.strides) for x in (a, b))
+    ring = _RINGS.get(device)
+    if ring is None:
+        ring = _RINGS[device] = _Ring(cuda.device_array(_SLOTS * 32, np.uint64), [None] * _SLOTS, {}, 0)
+    slot = ring.slot_of.get(key)
+    if slot is None:
+        maps = np.concatenate([encode(x, rows) for x, rows in zip((a, b), cfg.tma_box_rows)])
+        slot, ring.next = ring.next, (ring.next + 1) % _SLOTS
+        ring.slot_of.pop(ring.owner[slot], None)
+        ring.maps[slot * 32:(slot + 1) * 32].copy_to_device(maps)
+        ring.owner[slot], ring.slot_of[key] = key, slot
+    return ring.maps.device_ctypes_pointer.value + 256 * slot
+
+
+@dataclass
+class _Ring:
+    maps: object        # device array of _SLOTS x 32 uint64: A's map, B's map per slot
+    owner: list         # the key each slot holds
+    slot_of: dict
+    next: int
+
+
+_SLOTS = 256
+_RINGS = {}

@@ -101,7 +101,8 @@ class KernelConfig:
                                # against the matrix's bounds) | tma (sm_90: one thread has the
                                # tensor memory accelerator copy each operand's whole k-tile, zero-
                                # filling what lies outside the matrix; the warps wait on an mbarrier
-                               # per stage; shared rows are 128-byte swizzled instead of padded)
+                               # per stage; shared rows are 128-byte swizzled instead of padded;
+                               # no bounds checks, so zfill_src and interior_loop do not apply)
     reg_buffers: int = 0       # fragment register buffers: 2 loads the next k step's fragments
                                # (across the barrier at a tile's end) while this one's mmas issue;
                                # 0: 2 where a warp has an even number of k steps per k-tile, else 1

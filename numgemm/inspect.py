@@ -210,6 +210,9 @@ def main(argv=None):
         cfg = registry.get(name, args.preset)
         if args.linkage:
             cfg = cfg.replace(linkage=args.linkage)
+        if parse_target(args.target) < cfg.min_cc:
+            print(f"{name}: not built, it needs {target_name(cfg.min_cc)} (copy={cfg.copy!r})")
+            continue
         b = build_config(cfg, args.target)
         print(b.summary())
         if args.hist:

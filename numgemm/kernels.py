@@ -34,6 +34,7 @@ from numba.cuda.extending import intrinsic
 from . import primitives as P
 from .config import TMA_ROW_BYTES, KernelConfig
 from .inspect import build
+from .toolchain import parse_target, target_name
 
 u8, u32, u64, i32 = types.uint8, types.uint32, types.uint64, types.int32
 _ACC = {"f32": types.float32, "s32": types.int32, "f16": types.uint32}
@@ -858,6 +859,9 @@ def kernel_function(cfg: KernelConfig):
 
 def build_config(cfg, target="sm_89"):
     """Offline build (no GPU) of cfg's kernel for target: SASS and resources."""
+    if parse_target(target) < cfg.min_cc:
+        raise ValueError(f"{cfg.name} needs {target_name(cfg.min_cc)} (copy={cfg.copy!r}); "
+                         f"it cannot be built for {target}")
     return build(kernel_function(cfg), argtypes(cfg), target, name=cfg.name,
                  launch_bounds=(cfg.threads, cfg.min_blocks))
 

@@ -80,6 +80,15 @@ def test_tma_loop_has_no_copies_of_its_own():
     assert len(tma.ops) < len(cp.ops) - 40, (len(tma.ops), len(cp.ops))
 
 
+def test_tma_kernels_are_for_sm90_only(capsys):
+    from numgemm.inspect import main
+
+    with pytest.raises(ValueError, match="needs sm_90"):
+        build_config(registry.get("int8_ptx_tma"), "sm_89")
+    assert main(["int8_ptx_tma", "--target", "sm_89"]) == 0
+    assert "int8_ptx_tma: not built, it needs sm_90" in capsys.readouterr().out
+
+
 def test_s4_on_hopper_is_emulated_not_native():
     cfg = registry.get("int4_ptx_mma_k64")
     hopper, ada = build_config(cfg, "sm_90"), build_config(cfg, "sm_89")

@@ -39,8 +39,8 @@ def _encoder():
 
 
 def box_strides(shape, strides):
-    """(rows, row bytes) -> the byte strides of a (batch, rows, bytes) operand
-    as the tensor map takes them: of rows, then of batches. An axis of one
+    """The shape and byte strides of a (batch, rows, bytes) operand -> the
+    strides its tensor map takes: of rows, then of batches. An axis of one
     has no stride of its own; it gets the one its neighbours imply."""
     batch, rows, nbytes = shape
     row = strides[1] if rows > 1 else -(-nbytes // 16) * 16

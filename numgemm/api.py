@@ -20,6 +20,7 @@ from numba.cuda.cudadrv.devicearray import DeviceNDArray
 from . import registry, tensormap
 from .config import PRECISIONS, KernelConfig
 from .kernels import argtypes, compiled
+from .toolchain import target_name
 
 
 class NotOnThisGPU(RuntimeError):
@@ -115,8 +116,8 @@ def plan_gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, k=
     cc = tuple(cuda.get_current_device().compute_capability)
     cfg = _config(kernel, precision, layout, preset, M, K, cc)
     if cc < cfg.min_cc:
-        raise NotOnThisGPU(f"{cfg.name} copies with the TMA unit (copy={cfg.copy!r}), which sm_{cc[0]}{cc[1]} "
-                           f"lacks: it needs sm_{cfg.min_cc[0]}{cfg.min_cc[1]}")
+        raise NotOnThisGPU(f"{cfg.name} copies with the TMA unit (copy={cfg.copy!r}), which {target_name(cc)} "
+                           f"lacks: it needs {target_name(cfg.min_cc)}")
     if cfg.evict != "none" and cc == (9, 0):
         raise NotOnThisGPU(
             f"{cfg.name}: cp.async with an L2 cache policy faults inside these GEMMs on sm_90 "

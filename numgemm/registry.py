@@ -181,9 +181,9 @@ def default(precision, b_layout, preset="tuned", cc=None, m=None, k=None):
     if m is not None and m <= 16 and f"{name}_m16" in REGISTRY[preset]:
         name += "_m16"
     cfg = REGISTRY[preset][name]
-    if cc is not None and tuple(cc) >= (9, 0):      # the same kernel copying with TMA, where registered
+    if cc is not None:          # the same kernel copying with TMA, where registered and this GPU has it
         cfg = next((c for c in REGISTRY[preset].values()
-                    if c.copy == "tma" and c.replace(copy=cfg.copy) == cfg), cfg)
+                    if c.copy == "tma" and tuple(cc) >= c.min_cc and c.replace(copy=cfg.copy) == cfg), cfg)
     if cfg.b_layout == b_layout:
         return cfg
     for other in REGISTRY[preset].values():     # e.g. the K x N INT4 ablation

@@ -6,11 +6,11 @@ import pytest
 from numgemm import registry
 from numgemm.kernels import build_config, expected_sass
 from numgemm.quant import pack_int4, tolerance
+from numgemm.toolchain import parse_target, target_name
 
 REGISTERED = [(p, n) for p in registry.PRESETS for n in registry.names(p)]
 # Each kernel on the targets it runs on (copy="tma": sm_90 only).
-OFFLINE = [(p, n, t) for p, n in REGISTERED for t in ("sm_89", "sm_90")
-           if int(t[3:]) >= 10 * registry.get(n, p).min_cc[0] + registry.get(n, p).min_cc[1]]
+OFFLINE = [(p, n, t) for p, n in REGISTERED for t in ("sm_89", "sm_90") if parse_target(t) >= registry.get(n, p).min_cc]
 
 
 @pytest.mark.parametrize("preset,name,target", OFFLINE)
@@ -200,6 +200,13 @@ def test_interior_loop_beside_edge_blocks(name, rng):
     check_kernel(cfg, 2, 520, 1000, 1024, rng, kernel=cfg)
 
 
+def skip_below_min_cc(cfg):
+    from numba import cuda
+
+    if tuple(cuda.get_current_device().compute_capability) < cfg.min_cc:
+        pytest.skip(f"{cfg.name} needs {target_name(cfg.min_cc)}")
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["fp16_ptx_tma", "int8_ptx_tma", "int4_ptx_unpack_s8_tma"])
 def test_tma_operands_of_every_shape(name, rng):
@@ -212,8 +219,7 @@ def test_tma_operands_of_every_shape(name, rng):
     import numgemm
 
     cfg = registry.get(name)
-    if tuple(cuda.get_current_device().compute_capability) < cfg.min_cc:
-        pytest.skip("copy=tma needs sm_90")
+    skip_below_min_cc(cfg)
     for batch, M, N, K in ((1, 256, 128, 256), (2, 300, 200, 40), (1, 1, 1, 16), (1, 256, 128, 256)):
         check_kernel(cfg, batch, M, N, K, rng, kernel=name)
     if cfg.precision == "int8":
@@ -237,8 +243,7 @@ def test_tma_map_slots_rewritten(rng, monkeypatch):
     from numgemm import tensormap
 
     cfg = registry.get("int8_ptx_tma")
-    if tuple(cuda.get_current_device().compute_capability) < cfg.min_cc:
-        pytest.skip("copy=tma needs sm_90")
+    skip_below_min_cc(cfg)
     monkeypatch.setattr(tensormap, "_SLOTS", 2)
     monkeypatch.setattr(tensormap, "_RINGS", {})
     pairs = [(rng.integers(-128, 128, (64 * (i + 1), 256)).astype(np.int8),

@@ -343,14 +343,18 @@ def _mma_warp(cfg):
         lane offset of a representative (rt, rk) plus a constant: a register
         per class, the rest folded into ldmatrix's immediate.
         Returns (representatives, class[kk][t], constant[kk][t])."""
+        def lanes(t, kk):
+            return [at(addr(t, lane) + kk * kk_bytes) for lane in range(32)]
+
         reps, cls, off = [], [], []
         for kk in range(cfg.ksteps):
             cls.append([]), off.append([])
             for t in range(count):
-                here = lambda tt, lane, kk=kk: at(addr(tt, lane) + kk * kk_bytes)   # noqa: E731
-                for c, (rt, rk) in enumerate(reps):
-                    d = here(t, 0) - at(addr(rt, 0) + rk * kk_bytes)
-                    if all(here(t, lane) - at(addr(rt, lane) + rk * kk_bytes) == d for lane in range(32)):
+                mine = lanes(t, kk)
+                for c, rep in enumerate(reps):
+                    theirs = lanes(*rep)
+                    d = mine[0] - theirs[0]
+                    if all(x - y == d for x, y in zip(mine, theirs)):
                         break
                 else:
                     c, d = len(reps), 0
@@ -677,7 +681,7 @@ def kernel_function(cfg: KernelConfig):
     bk_units = bk // cfg.prec.k_per_unit    # rows of a K x N B tile
     double = cfg.reg_buffers == 2
     interior = cfg.interior_loop
-    b_boxes = cfg.b_tile_shape[1] // TMA_ROW_BYTES if kn else 1        # copy="tma": B boxes per k-tile
+    b_boxes = cfg.b_tile_shape[1] // TMA_ROW_BYTES                     # copy="tma": B boxes per k-tile
     b_box_bytes = cfg.b_tile_shape[0] * TMA_ROW_BYTES
 
     @_device
@@ -775,6 +779,10 @@ def kernel_function(cfg: KernelConfig):
             land_a(a_tile_rows - a_r, a_dst + off, regs)
             land_b(b_tile_rows - b_r, b_dst + off, regs)
 
+        def next_stage(off):
+            """The byte offset of the stage after the one at off (a ring)."""
+            return off + stage_bytes if off + stage_bytes < pipe_bytes else 0
+
         def wait_for(kt, off):
             """Tile kt, in the stage at offset off, has landed: this thread's
             copies (cp.async; the barrier after makes everyone's visible) or
@@ -828,11 +836,9 @@ def kernel_function(cfg: KernelConfig):
                     commit()
                 if more:                        # registers -> shared, behind this tile's mmas
                     land_stage(write)
-                # tile kt+1, in the next stage, has landed (cp.async: this thread's copies)
-                wait_for(kt + 1, read + stage_bytes if read + stage_bytes < pipe_bytes else 0)
+                wait_for(kt + 1, next_stage(read))     # tile kt+1 has landed (cp.async: this thread's copies)
                 barrier()                       # ... everyone's, and stage kt is read
-                read = read + stage_bytes if read + stage_bytes < pipe_bytes else 0
-                write = write + stage_bytes if write + stage_bytes < pipe_bytes else 0
+                read, write = next_stage(read), next_stage(write)
                 if double:                      # the next tile's first fragments, then this one's last mmas
                     if kt + 1 < ktiles:
                         a_tile, b_tile = warp_tiles(read)

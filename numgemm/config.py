@@ -40,7 +40,13 @@ PRECISIONS = {
 }
 
 
-TMA_ROW_BYTES = 128         # copy="tma": a box row, the span of the 128-byte swizzle
+SWIZZLE_BYTES = 128         # a swizzled shared row (and a TMA box's row): the 128-byte swizzle's span
+
+
+def swizzled_offset(offset):
+    """Where byte `offset` of a tile of 128-byte rows lies in the 128-byte
+    swizzle: 16-byte chunk c of row r at chunk c ^ (r % 8)."""
+    return offset ^ (((offset >> 7) & 7) << 4)
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,10 @@ class KernelConfig:
                                # (2-byte ld.global + st.shared: the study's K x N INT4 loader)
     acc: str = ""              # f32 | f16 | s32; "": the precision's default
     smem_pad: int = 16         # bytes added to each shared-memory row (bank conflicts)
+    swizzle: bool = False      # instead of padding, 128-byte shared rows whose 16-byte chunk c of
+                               # row r lies at chunk c ^ (r % 8) (the 128-byte swizzle of CUTLASS
+                               # and TMA; copy="tma" sets it): no bank conflicts, 1/9 less shared
+                               # memory than 16 bytes of padding; WMMA cannot read it
     private_tiles: bool = False  # each warp stages its own A/B tiles (the study's kernels)
     raster: int = 1            # blocks walk output tiles in groups of this many rows (L2 reuse)
     k_stagger: int = 0         # block b starts its k loop at k-tile b * k_stagger (mod k-tiles) and
@@ -118,6 +128,8 @@ class KernelConfig:
             object.__setattr__(self, "mma_k", 4)
         if not self.reg_buffers:
             object.__setattr__(self, "reg_buffers", self.auto_reg_buffers)
+        if self.copy == "tma":          # TMA lands boxes in the swizzle
+            object.__setattr__(self, "swizzle", True)
         self.validate()
 
     # -- derived ------------------------------------------------------------
@@ -203,27 +215,21 @@ class KernelConfig:
         return self.warp_tile[1] if self.private_tiles else self.bn
 
     @property
-    def swizzled(self):
-        """Shared tiles in TMA's 128-byte swizzle: 16-byte chunk c of row r at
-        chunk c ^ (r % 8); no padding (copy="tma")."""
-        return self.copy == "tma"
-
-    @property
     def min_cc(self):
         """The oldest compute capability the kernel runs on."""
         return (9, 0) if self.copy == "tma" else (8, 0)
 
     @property
     def pitch_a(self):
-        return self.bk_bytes + (0 if self.swizzled else self.smem_pad)
+        return self.bk_bytes + (0 if self.swizzle else self.smem_pad)
 
     @property
     def pitch_b(self):
         """Row pitch of the B tile: K bytes (nk) or N bytes (kn) per row;
-        swizzled, a K x N tile is TMA boxes side by side, each 128 bytes of
-        N wide (tma_box_rows)."""
-        if self.swizzled:
-            return TMA_ROW_BYTES
+        swizzled, a K x N tile is boxes side by side, each 128 bytes of N
+        wide (the tile's rows, as TMA copies them: tma_box_rows)."""
+        if self.swizzle:
+            return SWIZZLE_BYTES
         return self.b_tile_shape[1] + self.smem_pad
 
     @property
@@ -238,7 +244,7 @@ class KernelConfig:
     @property
     def tile_bytes_b(self):
         rows, row_bytes = self.b_tile_shape
-        return rows * (row_bytes if self.swizzled else self.pitch_b)
+        return rows * (row_bytes if self.swizzle else self.pitch_b)
 
     @property
     def b_tile_shape(self):
@@ -301,10 +307,11 @@ class KernelConfig:
              f"_w{self.warps_m}x{self.warps_n}_s{self.stages}")
         default = KernelConfig.__dataclass_fields__
         for f in ("warps_k", "a_ldmatrix", "b_ldmatrix", "cache", "evict", "b_layout", "b_global", "acc",
-                  "smem_pad", "private_tiles", "raster", "k_stagger", "linkage", "unpack", "min_blocks",
+                  "smem_pad", "swizzle", "private_tiles", "raster", "k_stagger", "linkage", "unpack", "min_blocks",
                   "copy_parts", "zfill_src", "interior_loop", "copy", "reg_buffers"):
             value = getattr(self, f)
-            if (f == "acc" and value == self.prec.acc) or (f == "reg_buffers" and value == self.auto_reg_buffers):
+            if (f == "acc" and value == self.prec.acc) or (f == "reg_buffers" and value == self.auto_reg_buffers) \
+                    or (f == "swizzle" and self.copy == "tma"):     # implied
                 continue
             if value != default[f].default:
                 s += "_" + field_suffix(f, value)
@@ -355,16 +362,19 @@ class KernelConfig:
                        f"that a warp starts before the tile's barrier")
         if self.copy not in ("cp_async", "tma"):
             err.append("copy must be cp_async or tma")
-        elif self.copy == "tma" and (self.op != "mma" or self.b_global != "cp_async" or self.private_tiles
-                                     or self.unpack == "tile" or self.evict != "none"
-                                     or not self.a_ldmatrix or not self.b_ldmatrix):
-            err.append("copy=tma copies shared tiles for ldmatrix (op=mma; no private tiles, ldg16, "
-                       "unpack=tile, evict policy or ld.shared packing)")
-        elif self.copy == "tma" and (self.bk_bytes != TMA_ROW_BYTES or max(self.tma_box_rows) > 256):
-            err.append(f"copy=tma copies boxes of 128-byte rows (one swizzle span), at most 256 "
-                       f"rows: bk={self.bk} is {self.bk_bytes} bytes, boxes of {self.tma_box_rows} rows")
-        elif self.copy == "tma" and self.b_layout == "kn" and 2 * wn != TMA_ROW_BYTES:
-            err.append(f"copy=tma with K x N B: a warp's {wn} columns must be one 128-byte box wide")
+        elif self.copy == "tma" and (self.evict != "none" or max(self.tma_box_rows) > 256):
+            err.append(f"copy=tma copies boxes of at most 256 rows, with no evict policy: "
+                       f"boxes of {self.tma_box_rows} rows, evict={self.evict}")
+        if self.swizzle and (self.op != "mma" or self.b_global != "cp_async" or self.private_tiles
+                              or self.unpack == "tile"):
+            err.append(f"swizzled tiles (swizzle, copy={self.copy}) are shared tiles of whole 16-byte "
+                       f"chunks that mma kernels read (op=mma; no private tiles, ldg16 or unpack=tile; "
+                       f"WMMA reads rows of one stride only)")
+        elif self.swizzle and self.bk_bytes != SWIZZLE_BYTES:
+            err.append(f"swizzled tiles have rows of {SWIZZLE_BYTES} bytes of K: bk={self.bk} is "
+                       f"{self.bk_bytes} bytes")
+        elif self.swizzle and self.b_layout == "kn" and 2 * wn != SWIZZLE_BYTES:
+            err.append(f"swizzled K x N B: a warp's {wn} columns must be one {SWIZZLE_BYTES}-byte box wide")
         if self.zfill_src not in ("base", "any"):
             err.append("zfill_src must be base or any")
         if not 2 <= self.stages <= 5:
@@ -403,6 +413,10 @@ class KernelConfig:
         for what, row_bytes, unit in (("A", self.bk_bytes, 16), ("B", self.b_tile_shape[1], self.b_copy_bytes)):
             if row_bytes % unit == 0 and self.copiers % (row_bytes // unit):
                 err.append(f"{what} tile rows of {row_bytes} bytes do not divide among {self.copiers} threads")
+            elif self.swizzle and self.copy == "cp_async" and (self.copiers // (row_bytes // unit)) % 8:
+                # a thread's rows then share r % 8, so one swizzled column serves all its copies
+                err.append(f"swizzled cp.async: a thread's rows of the {what} tile must be a multiple "
+                           f"of 8 apart, not {self.copiers // (row_bytes // unit)}")
         if not err and self.smem_bytes > 227 * 1024:       # sizes need a valid config
             err.append(f"{self.smem_bytes} bytes of shared memory is more than a block can have")
         if err:
@@ -419,6 +433,7 @@ _SHORT = {
     "b_global": str,
     "acc": lambda v: f"acc{v}",
     "smem_pad": lambda v: f"pad{v}",
+    "swizzle": lambda v: "swz",
     "private_tiles": lambda v: "private",
     "raster": lambda v: f"r{v}",
     "k_stagger": lambda v: f"kst{v}",

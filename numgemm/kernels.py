@@ -32,7 +32,7 @@ from numba import cuda, types
 from numba.cuda.extending import intrinsic
 
 from . import primitives as P
-from .config import TMA_ROW_BYTES, KernelConfig
+from .config import SWIZZLE_BYTES, KernelConfig, swizzled_offset
 from .inspect import build
 from .toolchain import parse_target, target_name
 
@@ -329,12 +329,7 @@ def _mma_warp(cfg):
         return (j * 8 + (lane & 7)) * pitch_b + r * 16
 
     b_kk = ksb // 2 * pitch_b if kn else ksb        # a k step's bytes along B's tile
-    swizzled = cfg.swizzled
-
-    def at(offset):
-        """Where a byte of the tile lies in shared memory: 128-byte rows whose
-        16-byte chunks TMA's swizzle permuted (copy="tma"), else in place."""
-        return offset ^ (((offset >> 7) & 7) << 4) if swizzled else offset
+    swizzled = cfg.swizzle
 
     def lane_classes(addr, count, kk_bytes):
         """Swizzled, a matrix's lane offsets differ from another's by a constant
@@ -344,7 +339,7 @@ def _mma_warp(cfg):
         per class, the rest folded into ldmatrix's immediate.
         Returns (representatives, class[kk][t], constant[kk][t])."""
         def lanes(t, kk):
-            return [at(addr(t, lane) + kk * kk_bytes) for lane in range(32)]
+            return [swizzled_offset(addr(t, lane) + kk * kk_bytes) for lane in range(32)]
 
         reps, cls, off = [], [], []
         for kk in range(cfg.ksteps):
@@ -370,16 +365,18 @@ def _mma_warp(cfg):
         rep_t = tuple(reps[c][0] for row in cls for c in row)
         rep_k = tuple(reps[c][1] for row in cls for c in row)
         const = tuple(d for row in off for d in row)
-        addr_d, at_d = _device(addr), _device(at)
+        addr_d, swizzle_d = _device(addr), _device(swizzled_offset)
 
         def matrix_at(t, kk, lane):
             i = kk * count + t
-            return at_d(addr_d(rep_t[i], lane) + rep_k[i] * kk_bytes) + const[i]
+            return swizzle_d(addr_d(rep_t[i], lane) + rep_k[i] * kk_bytes) + const[i]
         return _device(matrix_at)
 
+    # ld.shared + packing: each word's offset, swizzled or not (4 bytes stay in their chunk)
+    place = _device(swizzled_offset if swizzled else lambda offset: offset)
     if swizzled:
-        a_at = swizzled_reader(a_addr, mi * na // wa, ksb)
-        b_at = swizzled_reader(b_addr, nj * nb // wb, b_kk)
+        a_at = swizzled_reader(a_addr, mi * na // wa, ksb) if wa else None
+        b_at = swizzled_reader(b_addr, nj * nb // wb, b_kk) if wb else None
     else:
         a_step = _lane_free_steps(a_addr, mi * na // wa) if wa else (0,)
         b_step = _lane_free_steps(b_addr, nj * nb // wb) if wb else (0,)
@@ -401,7 +398,7 @@ def _mma_warp(cfg):
             for q in range(mi * na):
                 i, r = q // na, q % na
                 row = i * 16 + (r % 2) * 8 + (lane >> 2)
-                fa[oa + q] = word(a_tile + row * pitch_a + kk * ksb + (r // 2) * 16 + g4)
+                fa[oa + q] = word(a_tile + place(row * pitch_a + kk * ksb + (r // 2) * 16 + g4))
         if wb and swizzled:
             for t in range(nj * nb // wb):
                 put_b(fb, ob + t * wb, ldb(b_tile + b_at(t, kk, lane)))
@@ -414,10 +411,10 @@ def _mma_warp(cfg):
                 j, r = q // nb, q % nb
                 if kn:   # two 16-bit k units of column 8j + lane / 4, from rows 2t and 2t + 1
                     row = kk * ksb // 2 + r * 8 + (lane & 3) * 2
-                    addr = b_tile + row * pitch_b + (j * 8 + (lane >> 2)) * 2
-                    fb[ob + q] = pack16(_ld16(addr), _ld16(addr + pitch_b))
+                    at = row * pitch_b + (j * 8 + (lane >> 2)) * 2
+                    fb[ob + q] = pack16(_ld16(b_tile + place(at)), _ld16(b_tile + place(at + pitch_b)))
                 else:
-                    fb[ob + q] = word(b_tile + (j * 8 + (lane >> 2)) * pitch_b + kk * ksb + r * 16 + g4)
+                    fb[ob + q] = word(b_tile + place((j * 8 + (lane >> 2)) * pitch_b + kk * ksb + r * 16 + g4))
 
     def compute(acc, fa, fb, buf):
         """The warp tile's mi x nj mmas on the fragments in buffer buf."""
@@ -649,7 +646,7 @@ def kernel_function(cfg: KernelConfig):
                 ptx.tma_load_3d(dst, tmap, (kb0, row_a, z), bar)
                 for box in range(b_boxes):
                     ptx.tma_load_3d(dst + u32(tile_a + box * b_box_bytes), tmap + u64(128),
-                                    (b0 + i32(box * TMA_ROW_BYTES), b1, zb), bar)
+                                    (b0 + i32(box * SWIZZLE_BYTES), b1, zb), bar)
     else:
         @_device
         def copy_part(st, part):
@@ -681,8 +678,19 @@ def kernel_function(cfg: KernelConfig):
     bk_units = bk // cfg.prec.k_per_unit    # rows of a K x N B tile
     double = cfg.reg_buffers == 2
     interior = cfg.interior_loop
-    b_boxes = cfg.b_tile_shape[1] // TMA_ROW_BYTES                     # copy="tma": B boxes per k-tile
-    b_box_bytes = cfg.b_tile_shape[0] * TMA_ROW_BYTES
+    b_boxes = cfg.b_tile_shape[1] // SWIZZLE_BYTES                     # copy="tma": B boxes per k-tile
+    b_box_bytes = cfg.b_tile_shape[0] * SWIZZLE_BYTES
+    swizzled, swizzle = sv.swizzle, _device(swizzled_offset)
+
+    @_device
+    def tile_col(r, col, rows):
+        """Where byte col of row r of a tile of `rows` rows lies, less r rows:
+        col, or swizzled, its chunk moved within its box of 128-byte rows,
+        the boxes side by side."""
+        if not swizzled:
+            return col
+        box, row = col // SWIZZLE_BYTES * rows * SWIZZLE_BYTES, r * SWIZZLE_BYTES
+        return box + swizzle(row + col % SWIZZLE_BYTES) - row
 
     @_device
     def tile_of(pid, tiles_m, tiles_n):
@@ -733,7 +741,7 @@ def kernel_function(cfg: KernelConfig):
             a_warp, b_warp = wr * wm, wc * wn
 
         a_base, a_src, a_r, a_col = setup_a(A, z, a_row0, copier)
-        a_dst = sbase + tile_off + a_r * pitch_a + a_col * widen
+        a_dst = sbase + tile_off + a_r * pitch_a + tile_col(a_r, a_col * widen, a_tile_rows)
         a_rows = i32(M - a_row0 - a_r)
         if kn:                 # B rows are k: the row offset moves, the column stays
             b_base, b_src, b_r, b_col = setup_b(B, zb, 0, copier)
@@ -744,7 +752,7 @@ def kernel_function(cfg: KernelConfig):
             b_base, b_src, b_r, b_col = setup_b(B, zb, b_row0, copier)
             b_step = bkb
             b_rows = i32(N - b_row0 - b_r)
-        b_dst = sbase + tile_off + tile_a + b_r * pitch_b + b_col * widen
+        b_dst = sbase + tile_off + tile_a + b_r * pitch_b + tile_col(b_r, b_col * widen, b_tile_rows)
         ktiles = (KB + bkb - 1) // bkb
         k_first = _divmod32(cuda.blockIdx.x * k_stagger, ktiles)[1] if k_stagger else 0
 
@@ -801,8 +809,8 @@ def kernel_function(cfg: KernelConfig):
         def warp_tiles(read):
             """Shared addresses of this warp's A rows and B rows in stage `read`."""
             a_tile = sbase + read + tile_off + a_warp * pitch_a
-            if kn and tma:      # the warp's columns are one box of the K x N tile
-                return a_tile, sbase + read + tile_a + b_warp * b_esize // TMA_ROW_BYTES * b_box_bytes
+            if kn and swizzled:     # the warp's columns are one box of the K x N tile
+                return a_tile, sbase + read + tile_a + b_warp * b_esize // SWIZZLE_BYTES * b_box_bytes
             if kn:
                 return a_tile, sbase + read + tile_off + tile_a + b_warp * b_esize
             return a_tile, sbase + read + tile_off + tile_a + b_warp * pitch_b

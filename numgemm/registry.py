@@ -183,7 +183,8 @@ def default(precision, b_layout, preset="tuned", cc=None, m=None, k=None):
     cfg = REGISTRY[preset][name]
     if cc is not None:          # the same kernel copying with TMA, where registered and this GPU has it
         cfg = next((c for c in REGISTRY[preset].values()
-                    if c.copy == "tma" and tuple(cc) >= c.min_cc and c.replace(copy=cfg.copy) == cfg), cfg)
+                    if c.copy == "tma" and tuple(cc) >= c.min_cc
+                    and c.replace(copy=cfg.copy, swizzle=cfg.swizzle) == cfg), cfg)
     if cfg.b_layout == b_layout:
         return cfg
     for other in REGISTRY[preset].values():     # e.g. the K x N INT4 ablation

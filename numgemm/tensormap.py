@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import cuda
 
-from .config import TMA_ROW_BYTES
+from .config import SWIZZLE_BYTES
 
 # cuda.h enums
 _UINT8 = 0                  # CU_TENSOR_MAP_DATA_TYPE_UINT8: the kernels see operands as bytes
@@ -49,7 +49,7 @@ def box_strides(shape, strides):
 
 def encode(x, box_rows):
     """The 128-byte tensor map of x, a (batch, rows, bytes) uint8 device view
-    with 16-byte aligned rows, for boxes of box_rows rows x TMA_ROW_BYTES bytes."""
+    with 16-byte aligned rows, for boxes of box_rows rows x SWIZZLE_BYTES bytes."""
     batch, rows, nbytes = x.shape
     row, plane = box_strides(x.shape, x.strides)
     if row % 16 or plane % 16:
@@ -58,7 +58,7 @@ def encode(x, box_rows):
     err = _encoder()(
         out, _UINT8, 3, ctypes.c_void_p(x.device_ctypes_pointer.value),
         (ctypes.c_uint64 * 3)(nbytes, rows, batch), (ctypes.c_uint64 * 2)(row, plane),
-        (ctypes.c_uint32 * 3)(TMA_ROW_BYTES, box_rows, 1), (ctypes.c_uint32 * 3)(1, 1, 1),
+        (ctypes.c_uint32 * 3)(SWIZZLE_BYTES, box_rows, 1), (ctypes.c_uint32 * 3)(1, 1, 1),
         _INTERLEAVE_NONE, _SWIZZLE_128B, _L2_PROMOTION_256B, _OOB_ZEROS)
     if err:
         raise ValueError(f"cuTensorMapEncodeTiled refused a {batch} x {rows} x {nbytes}-byte operand with "

@@ -16,6 +16,7 @@ def test_name_derives_from_fields():
     assert base.replace(zfill_src="any").name == base.name + "_zfany"
     assert base.replace(interior_loop=True).name == base.name + "_iloop"
     assert base.replace(bk=128, copy="tma").name == base.replace(bk=128).name + "_tma"
+    assert base.replace(bk=128, swizzle=True).name == base.replace(bk=128).name + "_swz"
 
 
 def test_variant_is_one_field_changed():
@@ -63,11 +64,14 @@ def test_derived_sizes():
     (dict(copy_parts=0), "copy_parts must be"),
     (dict(zfill_src="zero"), "zfill_src must be base or any"),
     (dict(copy="bulk"), "copy must be cp_async or tma"),
-    (dict(bk=64, copy="tma"), "boxes of 128-byte rows"),
+    (dict(bk=64, copy="tma"), "rows of 128 bytes of K: bk=64 is 64 bytes"),
     (dict(bk=128, bm=512, warps_m=8, copy="tma"), "at most 256"),
-    (dict(bk=128, copy="tma", op="wmma"), "copy=tma copies shared tiles for ldmatrix"),
-    (dict(bk=128, copy="tma", private_tiles=True), "copy=tma"),
-    (dict(bk=128, copy="tma", a_ldmatrix=0), "copy=tma"),
+    (dict(bk=128, copy="tma", evict="evict_first"), "no evict policy"),
+    (dict(bk=128, copy="tma", op="wmma"), r"swizzled tiles \(swizzle, copy=tma\) .* WMMA reads rows of one stride"),
+    (dict(bk=128, copy="tma", private_tiles=True), "no private tiles"),
+    (dict(bk=64, swizzle=True), "rows of 128 bytes of K"),
+    (dict(bk=128, swizzle=True, op="wmma"), r"swizzled tiles \(swizzle, copy=cp_async\)"),
+    (dict(bk=128, swizzle=True, warps_m=1, warps_n=1), "a multiple of 8 apart, not 4"),
 ])
 def test_invalid_configs_say_why(changes, message):
     with pytest.raises(ValueError, match=message):
@@ -121,7 +125,7 @@ def test_tma_swizzles_instead_of_padding():
     the swizzle's 1024 bytes and an mbarrier per stage; sm_90 only."""
     cp = KernelConfig("int8", bm=256, bn=128, bk=128, warps_m=4, warps_n=2, stages=4)
     tma = cp.replace(copy="tma")
-    assert cp.pitch_a == 144 and tma.pitch_a == tma.pitch_b == 128 and tma.swizzled
+    assert cp.pitch_a == 144 and tma.pitch_a == tma.pitch_b == 128 and tma.swizzle
     assert tma.stage_bytes == (256 + 128) * 128
     assert tma.smem_bytes == 4 * tma.stage_bytes + 1024 + 4 * 8
     assert cp.min_cc == (8, 0) and tma.min_cc == (9, 0)
@@ -130,3 +134,15 @@ def test_tma_swizzles_instead_of_padding():
     assert kn.tma_box_rows == (256, 64) and kn.pitch_b == 128 and kn.tile_bytes_b == 64 * 256
     with pytest.raises(ValueError, match="one 128-byte box wide"):
         kn.replace(bn=256)
+
+
+def test_swizzle_without_tma():
+    """swizzle: cp.async kernels (sm_80 on) lay their tiles out as TMA does,
+    with 1/9 less shared memory than 16 bytes of padding."""
+    pad = KernelConfig("int8", bm=256, bn=128, bk=128, warps_m=4, warps_n=2, stages=4)
+    swz = pad.replace(swizzle=True)
+    assert swz.swizzle and not pad.swizzle and swz.min_cc == (8, 0)
+    assert swz.pitch_a == swz.pitch_b == 128 and swz.smem_bytes == 4 * (256 + 128) * 128
+    assert pad.smem_bytes == 4 * (256 + 128) * 144
+    kn = KernelConfig("fp16", b_layout="kn", bm=256, bn=128, bk=64, warps_m=4, warps_n=2, swizzle=True)
+    assert kn.tile_bytes_b == kn.replace(copy="tma").tile_bytes_b == 64 * 256

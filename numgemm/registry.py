@@ -6,8 +6,8 @@ tiles in shared memory (no sharing, no padding), BK = one mma's k, a 2-stage
 cp.async.ca pipeline.
 
 ``tuned``: tilings chosen for speed on Hopper by sweeps at N=8192 on an
-H200 (2026-11-29), all in padded shared memory with a cp.async.cg pipeline,
-128 bytes of K per stage (half the barriers of 64-byte stages), blocks
+H200 (2026-11-29), with a cp.async.cg pipeline, 128 bytes of K per stage
+(half the barriers of 64-byte stages), blocks
 rasterized in groups of 8 tile rows, and two fragment register buffers so
 that the next k step's ldmatrix overlaps this one's mmas across the barrier
 (637 -> 811 TOPS for INT8 at one block per SM):
@@ -21,7 +21,7 @@ that the next k step's ldmatrix overlaps this one's mmas across the barrier
   spills; 545 -> 631 TOPS with the exact widening).
 
 Each k-tile's copies start in two parts, before a warp's first two k steps
-(copy_parts=2). Started at once, they leave the k loop's longest stretch
+(copy_parts=2; swizzled INT8 starts them at once, below). Started at once, they leave the k loop's longest stretch
 without an mma (76 SASS instructions for FP16, 38 for INT8), which every
 warp reaches together, right after the barrier; in two parts, 66 and 23.
 H200, 2026-11-30, N=8192: in two parts INT8 takes 3.6% and FP16 2.8% fewer
@@ -30,7 +30,8 @@ INT4 (widened) 1411 -> 1383 us in interleaved timings. Three parts gained
 nothing for FP16 or INT8.
 
 A zero-filled copy (a tile row past the matrix) names an address in the
-matrix, at a 64-bit select per copy, except in tuned FP16 (zfill_src="any":
+matrix, at a 64-bit select per copy (outside tuned INT8's interior loop),
+except in tuned FP16 (zfill_src="any":
 cp.async's ignore-src reads nothing, so any address will do). Without the
 selects, tuned FP16 takes 1.6% fewer cycles at base clocks (4,049,902 ->
 3,983,328) and tuned INT8 2.3% more (2,093,224 -> 2,141,177), its copies
@@ -38,9 +39,23 @@ scheduled otherwise (Nsight Compute, H200, 2026-11-30).
 
 Tuned FP16 also runs interior blocks (every copy in bounds) through their
 own k loop without the copies' checks (interior_loop): 296 -> 267 SASS
-instructions, 3,996,147 -> 3,898,826 cycles at base clocks. INT8 took more
-cycles with it (2,024,500 -> 2,102,968; 1172 -> 1192 us interleaved), so it
-stays with the one checked loop (H200, 2026-11-30, results/2026-11-30-h200-kloop/).
+instructions, 3,996,147 -> 3,898,826 cycles at base clocks
+(results/2026-11-30-h200-kloop/).
+
+Tuned FP16 and INT8 mma kernels keep their tiles in the 128-byte swizzle
+(swizzle; 16-byte chunk c of row r at c ^ (r % 8)) instead of padded rows:
+1/9 less shared memory, the same SASS instruction counts and cycles at base
+clocks (INT8 2,024,500 -> 2,032,508), and faster under the 700 W power cap:
+INT8 1168 -> 1125 us, FP16 2.368 -> 2.256 ms (bench, N=8192, H200,
+2026-11-30). Swizzled, INT8 also gains from the interior loop with its copies
+started at once (copy_parts=1): 1125 -> 1104 us interleaved; 1,999,164
+cycles and 282.0 M warp instructions against 2,032,508 and 329.9 M (padded,
+the same change took more cycles: 2,024,500 -> 2,052,100;
+results/2026-11-30-h200-swizzle/). WMMA reads rows of one stride only, so
+the WMMA baselines stay padded; the padded mma kernels are registered as
+_pad. The INT8 WMMA baseline keeps the copies in two parts in one checked
+loop: with the interior loop and the copies at once it ran at 1.849 ms,
+against 1.674 in the last bench without them.
 
 Within a preset each family has a base config; its other kernels are that
 config with one field changed. WMMA baselines use the same block and warp
@@ -65,14 +80,15 @@ def _families(preset):
     tiling, tiling4 = (_PAPER, _PAPER) if paper else (_TUNED, _TUNED_INT4)
     # BK: one mma's k in the study; 128 bytes of K per stage when tuned.
     fp16 = KernelConfig("fp16", b_layout="kn", bk=16 if paper else 64, **tiling)
-    if not paper:   # no select per copy; no bounds checks in interior blocks (see above)
-        fp16 = fp16.replace(zfill_src="any", interior_loop=True)
     int8 = KernelConfig("int8", mma_k=32, bk=32 if paper else 128, **tiling)
+    if not paper:   # swizzled tiles; no select per copy; unchecked interior blocks (see above)
+        fp16 = fp16.replace(swizzle=True, zfill_src="any", interior_loop=True)
+        int8 = int8.replace(swizzle=True, interior_loop=True, copy_parts=1)
     int4 = KernelConfig("int4", mma_k=64, bk=64 if paper else 256, **tiling4)
     manual = dict(a_ldmatrix=0, b_ldmatrix=0)      # ld.shared + packing instead of ldmatrix
     families = {
         "fp16": {
-            "fp16_wmma": fp16.replace(op="wmma"),
+            "fp16_wmma": fp16.replace(op="wmma", swizzle=False),
             "fp16_ptx_mma": fp16,
             "fp16_ptx_k8": fp16.replace(mma_k=8),
             "fp16_ptx_fp16acc": fp16.replace(acc="f16"),
@@ -80,7 +96,9 @@ def _families(preset):
             "fp16_ptx_manual_pack": fp16.replace(**manual),
         },
         "int8": {
-            "int8_wmma": int8.replace(op="wmma", bk=16) if paper else int8.replace(op="wmma"),
+            # Tuned, WMMA keeps its copies in two parts and one checked loop (see above).
+            "int8_wmma": int8.replace(op="wmma", bk=16) if paper else
+                         int8.replace(op="wmma", swizzle=False, interior_loop=False, copy_parts=2),
             "int8_ptx_mma_k16": int8.replace(mma_k=16),
             "int8_ptx_mma_k32": int8,
             "int8_ptx_manual_pack": int8.replace(**manual),
@@ -117,9 +135,13 @@ def _families(preset):
         # 4 warps across N, 2 per warp tile, 4 stages); INT4 17.6 -> 15.9
         # (stagger, 8 warps across N).
         # Their copies start all at once (copy_parts=1): measured so, not yet in parts.
-        skinny = dict(bm=16, bn=64, warps_m=1, min_blocks=1, reg_buffers=2, k_stagger=1, copy_parts=1)
+        skinny = dict(bm=16, bn=64, warps_m=1, min_blocks=1, reg_buffers=2, k_stagger=1, copy_parts=1,
+                      swizzle=False, interior_loop=False)
         # sm_90: the TMA unit copies each operand's k-tile (one thread issues it,
         # an mbarrier per stage counts its bytes), into 128-byte swizzled rows.
+        # The mma kernels in the WMMA baselines' padded tiles: one change from them, the warp routine.
+        families["fp16"]["fp16_ptx_pad"] = fp16.replace(swizzle=False)
+        families["int8"]["int8_ptx_pad"] = int8.replace(swizzle=False)
         families["fp16"]["fp16_ptx_tma"] = fp16.replace(copy="tma")
         families["int8"]["int8_ptx_tma"] = int8.replace(copy="tma")
         families["int4"]["int4_ptx_unpack_s8_tma"] = int4.replace(unpack="scaled", copy="tma")

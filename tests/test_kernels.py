@@ -42,10 +42,10 @@ def test_sass(preset, name, target):
 
 
 def test_copy_parts_put_mmas_between_the_copies():
-    """Tuned INT8 starts a k-tile's 12 copies in two parts: its k loop then
-    has no stretch without an mma as long as with all copies at once."""
-    cfg = registry.get("int8_ptx_mma_k32", "tuned")
-    assert cfg.copy_parts == 2
+    """Padded INT8 in one checked loop (tuned before the swizzle) started a
+    k-tile's 12 copies in two parts: its k loop then has no stretch without
+    an mma as long as with all copies at once."""
+    cfg = registry.get("int8_ptx_pad").replace(interior_loop=False, copy_parts=2)
     spread, at_once = (build_config(c, "sm_90").main_loop() for c in (cfg, cfg.replace(copy_parts=1)))
     assert spread.mmas == at_once.mmas == 128               # 4 k steps of a 64 x 64 warp tile
     assert spread.shape.count("G") == at_once.shape.count("G") == 12
@@ -69,10 +69,12 @@ def test_tma_loop_has_no_copies_of_its_own():
     """copy="tma": in the k loop each warp waits on the stage's mbarrier and
     issues no global -> shared copies; one thread's two bulk tensor copies
     replace the 12 LDGSTS a thread issues with cp.async, with their address
-    arithmetic and bounds checks."""
+    arithmetic and (in the checked loop) bounds checks."""
     cfg = registry.get("int8_ptx_tma")
     assert cfg == registry.get("int8_ptx_mma_k32").replace(copy="tma")
-    tma, cp = (build_config(c, "sm_90").main_loop() for c in (cfg, registry.get("int8_ptx_mma_k32")))
+    tma = build_config(cfg, "sm_90").main_loop()
+    cp = max((lp for lp in build_config(registry.get("int8_ptx_mma_k32"), "sm_90").loops if lp.mmas),
+             key=lambda lp: len(lp.ops))
     assert tma.mmas == cp.mmas == 128 and tma.shape.count("L") == cp.shape.count("L") == 32
     count = lambda lp, op: sum(o.startswith(op) for o in lp.ops)      # noqa: E731
     assert count(tma, "LDGSTS") == 0 and count(tma, "UTMALDG") == 2 and count(tma, "SYNCS.PHASECHK") == 1

@@ -7,10 +7,10 @@ cp.async.ca pipeline.
 
 ``tuned``: tilings chosen for speed on Hopper by sweeps at N=8192 on an
 H200 (2026-11-29), with a cp.async.cg pipeline, 128 bytes of K per stage
-(half the barriers of 64-byte stages), blocks
-rasterized in groups of 8 tile rows, and two fragment register buffers so
-that the next k step's ldmatrix overlaps this one's mmas across the barrier
-(637 -> 811 TOPS for INT8 at one block per SM):
+(half the barriers of 64-byte stages), blocks rasterized in groups of 8
+tile rows, and two fragment register buffers so that the next k step's
+ldmatrix overlaps this one's mmas across the barrier (637 -> 811 TOPS for
+INT8 at one block per SM):
 
 - FP16, INT8: 256 x 128 block tiles of eight 64 x 64 warp tiles, one block
   per SM, 4 stages (216 KB). Over 128 x 128 tiles at two blocks per SM
@@ -21,9 +21,10 @@ that the next k step's ldmatrix overlaps this one's mmas across the barrier
   spills; 545 -> 631 TOPS with the exact widening).
 
 Each k-tile's copies start in two parts, before a warp's first two k steps
-(copy_parts=2; swizzled INT8 starts them at once, below). Started at once, they leave the k loop's longest stretch
-without an mma (76 SASS instructions for FP16, 38 for INT8), which every
-warp reaches together, right after the barrier; in two parts, 66 and 23.
+(copy_parts=2; swizzled INT8 starts them at once, below). Started at once,
+they leave the k loop's longest stretch without an mma (76 SASS
+instructions for FP16, 38 for INT8), which every warp reaches together,
+right after the barrier; in two parts, 66 and 23.
 H200, 2026-11-30, N=8192: in two parts INT8 takes 3.6% and FP16 2.8% fewer
 cycles at locked base clocks (Nsight Compute); INT8 1334 -> 1297 us and
 INT4 (widened) 1411 -> 1383 us in interleaved timings. Three parts gained
@@ -137,11 +138,11 @@ def _families(preset):
         # Their copies start all at once (copy_parts=1): measured so, not yet in parts.
         skinny = dict(bm=16, bn=64, warps_m=1, min_blocks=1, reg_buffers=2, k_stagger=1, copy_parts=1,
                       swizzle=False, interior_loop=False)
-        # sm_90: the TMA unit copies each operand's k-tile (one thread issues it,
-        # an mbarrier per stage counts its bytes), into 128-byte swizzled rows.
-        # The mma kernels in the WMMA baselines' padded tiles: one change from them, the warp routine.
+        # The mma kernels in padded tiles, the WMMA baselines' layout: what the swizzle buys.
         families["fp16"]["fp16_ptx_pad"] = fp16.replace(swizzle=False)
         families["int8"]["int8_ptx_pad"] = int8.replace(swizzle=False)
+        # sm_90: the TMA unit copies each operand's k-tile (one thread issues it,
+        # an mbarrier per stage counts its bytes), into 128-byte swizzled rows.
         families["fp16"]["fp16_ptx_tma"] = fp16.replace(copy="tma")
         families["int8"]["int8_ptx_tma"] = int8.replace(copy="tma")
         families["int4"]["int4_ptx_unpack_s8_tma"] = int4.replace(unpack="scaled", copy="tma")

@@ -311,7 +311,7 @@ class KernelConfig:
                   "copy_parts", "zfill_src", "interior_loop", "copy", "reg_buffers"):
             value = getattr(self, f)
             if (f == "acc" and value == self.prec.acc) or (f == "reg_buffers" and value == self.auto_reg_buffers) \
-                    or (f == "swizzle" and self.copy == "tma"):     # implied
+                    or (f in ("swizzle", "zfill_src", "interior_loop") and self.copy == "tma"):  # implied, or moot
                 continue
             if value != default[f].default:
                 s += "_" + field_suffix(f, value)

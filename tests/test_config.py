@@ -16,6 +16,9 @@ def test_name_derives_from_fields():
     assert base.replace(zfill_src="any").name == base.name + "_zfany"
     assert base.replace(interior_loop=True).name == base.name + "_iloop"
     assert base.replace(bk=128, copy="tma").name == base.replace(bk=128).name + "_tma"
+    # TMA: swizzled, no bounds checks; the fields that say otherwise do not name it
+    assert base.replace(bk=128, interior_loop=True, zfill_src="any", copy="tma").name == \
+        base.replace(bk=128).name + "_tma"
     assert base.replace(bk=128, swizzle=True).name == base.replace(bk=128).name + "_swz"
 
 

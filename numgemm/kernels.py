@@ -54,6 +54,9 @@ def _device(fn):
     return cuda.jit(device=True, inline="always")(fn)
 
 
+_swizzled = _device(swizzled_offset)
+
+
 @intrinsic
 def _divmod32(typingctx, a, b):
     """(a // b, a % b) in unsigned 32-bit arithmetic. Numba widens integer
@@ -365,15 +368,15 @@ def _mma_warp(cfg):
         rep_t = tuple(reps[c][0] for row in cls for c in row)
         rep_k = tuple(reps[c][1] for row in cls for c in row)
         const = tuple(d for row in off for d in row)
-        addr_d, swizzle_d = _device(addr), _device(swizzled_offset)
+        addr_d = _device(addr)
 
         def matrix_at(t, kk, lane):
             i = kk * count + t
-            return swizzle_d(addr_d(rep_t[i], lane) + rep_k[i] * kk_bytes) + const[i]
+            return _swizzled(addr_d(rep_t[i], lane) + rep_k[i] * kk_bytes) + const[i]
         return _device(matrix_at)
 
     # ld.shared + packing: each word's offset, swizzled or not (4 bytes stay in their chunk)
-    place = _device(swizzled_offset if swizzled else lambda offset: offset)
+    place = _swizzled if swizzled else _device(lambda offset: offset)
     if swizzled:
         a_at = swizzled_reader(a_addr, mi * na // wa, ksb) if wa else None
         b_at = swizzled_reader(b_addr, nj * nb // wb, b_kk) if wb else None
@@ -680,7 +683,7 @@ def kernel_function(cfg: KernelConfig):
     interior = cfg.interior_loop
     b_boxes = cfg.b_tile_shape[1] // SWIZZLE_BYTES                     # copy="tma": B boxes per k-tile
     b_box_bytes = cfg.b_tile_shape[0] * SWIZZLE_BYTES
-    swizzled, swizzle = sv.swizzle, _device(swizzled_offset)
+    swizzled = sv.swizzle
 
     @_device
     def tile_col(r, col, rows):
@@ -690,7 +693,7 @@ def kernel_function(cfg: KernelConfig):
         if not swizzled:
             return col
         box, row = col // SWIZZLE_BYTES * rows * SWIZZLE_BYTES, r * SWIZZLE_BYTES
-        return box + swizzle(row + col % SWIZZLE_BYTES) - row
+        return box + _swizzled(row + col % SWIZZLE_BYTES) - row
 
     @_device
     def tile_of(pid, tiles_m, tiles_n):

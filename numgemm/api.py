@@ -18,9 +18,9 @@ from numba import cuda
 from numba.cuda.cudadrv.devicearray import DeviceNDArray
 
 from . import registry, tensormap
-from .config import PRECISIONS, KernelConfig
-from .kernels import argtypes, compiled
-from .toolchain import target_name
+from .config import KernelConfig
+from .kernel import argtypes, compiled
+from .precision import PRECISIONS
 
 
 class NotOnThisGPU(RuntimeError):
@@ -115,17 +115,9 @@ def plan_gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, k=
 
     cc = tuple(cuda.get_current_device().compute_capability)
     cfg = _config(kernel, precision, layout, preset, M, K, cc)
-    if cc < cfg.min_cc:
-        raise NotOnThisGPU(f"{cfg.name} copies with the TMA unit (copy={cfg.copy!r}), which {target_name(cc)} "
-                           f"lacks: it needs {target_name(cfg.min_cc)}")
-    if cfg.evict != "none" and cc == (9, 0):
-        raise NotOnThisGPU(
-            f"{cfg.name}: cp.async with an L2 cache policy faults inside these GEMMs on sm_90 "
-            "(CUDA_ERROR_ILLEGAL_INSTRUCTION on an H200). ptxas miscompiles it: in the main "
-            "loop's LDGSTS the cache-policy descriptor register is overwritten, with createpolicy "
-            "and with a constant policy alike (a known ptxas bug: IST-DASLab/marlin#44, "
-            "triton-lang/triton#11660). It would end the process's CUDA context, so numgemm "
-            "does not launch it there")
+    why = cfg.unsupported(cc)
+    if why:
+        raise NotOnThisGPU(why)
     # The kernel reads rows as whole, aligned 16-byte copies.
     A = _bytes(_aligned_rows(a3))
     B = _bytes(_aligned_rows(b3 if layout == "kn" else transposed(b3)))
@@ -133,7 +125,7 @@ def plan_gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, k=
     if cfg.op == "dp4a":                       # reads 32-bit words: 4 int8 each
         A, B = (_view(x, (x.shape[0], x.shape[1], x.shape[2] // 4), (*x.strides[:2], 4), np.uint32)
                 for x in (A, B))
-    out_dtype = np.float16 if cfg.acc == "f16" else prec.out_dtype
+    out_dtype = prec.out_dtype_for(cfg.acc)
     C, host_out, result = _output(out, a.ndim == 3 or b.ndim == 3, batch, M, N, out_dtype, host)
     c_aligned = int(C.device_ctypes_pointer.value % 32 == 0
                     and all(s % 32 == 0 for s in C.strides[:2]))

@@ -7,37 +7,8 @@ shapes and stages. The study's kernel names are aliases in numgemm.registry.
 
 from dataclasses import dataclass, fields, replace
 
-import numpy as np
-
-
-@dataclass(frozen=True)
-class Precision:
-    name: str
-    bits: int                 # bits per input element
-    acc: str                  # default accumulator: f32 | s32
-    mma_ks: tuple             # k of the m16n8k mma shapes, largest first
-    wmma: tuple               # (m, n, k) of the WMMA operation
-    wmma_name: str            # baselines/wmma_<name>.cu
-    host_dtype: object        # dtype of the arrays gemm() takes (int4: packed uint8)
-    out_dtype: object
-
-    def kbytes(self, k):
-        """Bytes that k elements take in a row (INT4: two per byte)."""
-        return k * self.bits // 8
-
-    @property
-    def k_per_unit(self):
-        """K elements in one 16-bit unit of a K x N ("kn") B: ldmatrix.trans
-        moves 16-bit units, so K x N B is stored as (K / k_per_unit, N) units,
-        each holding consecutive k of one column (fp16: 1, INT4: 4)."""
-        return 16 // self.bits
-
-
-PRECISIONS = {
-    "fp16": Precision("fp16", 16, "f32", (16, 8), (16, 16, 16), "f16", np.float16, np.float32),
-    "int8": Precision("int8", 8, "s32", (32, 16), (16, 16, 16), "s8", np.int8, np.int32),
-    "int4": Precision("int4", 4, "s32", (64, 32), (8, 8, 32), "s4", np.uint8, np.int32),
-}
+from .precision import PRECISIONS
+from .toolchain import parse_target, target_name
 
 
 SWIZZLE_BYTES = 128         # a swizzled shared row (and a TMA box's row): the 128-byte swizzle's span
@@ -51,7 +22,7 @@ def swizzled_offset(offset):
 
 @dataclass(frozen=True)
 class KernelConfig:
-    """Everything that makes one GEMM kernel; see numgemm.kernels for how each
+    """Everything that makes one GEMM kernel; see numgemm.kernel for how each
     field is used.
 
     op: "mma" calls ptx_asm/ (ldmatrix + mma.sync); "wmma" calls baselines/.
@@ -218,6 +189,30 @@ class KernelConfig:
     def min_cc(self):
         """The oldest compute capability the kernel runs on."""
         return (9, 0) if self.copy == "tma" else (8, 0)
+
+    def unsupported(self, target, launch=True):
+        """Why this kernel cannot be launched on (launch=False: built for) a GPU
+        of compute capability `target` ((9, 0), 'sm_90'); None where it can.
+        The one answer gemm(), the bench, inspect and the tests ask."""
+        cc = parse_target(target)
+        if cc < self.min_cc:
+            return (f"{self.name} copies with the TMA unit (copy={self.copy!r}), which {target_name(cc)} "
+                    f"lacks: it needs {target_name(self.min_cc)}")
+        if launch and self.evict != "none" and cc == (9, 0):
+            return (f"{self.name}: cp.async with an L2 cache policy faults inside these GEMMs on sm_90 "
+                    "(CUDA_ERROR_ILLEGAL_INSTRUCTION on an H200). ptxas miscompiles it: in the main "
+                    "loop's LDGSTS the cache-policy descriptor register is overwritten, with createpolicy "
+                    "and with a constant policy alike (a known ptxas bug: IST-DASLab/marlin#44, "
+                    "triton-lang/triton#11660). It would end the process's CUDA context, so numgemm "
+                    "does not launch it there")
+        return None
+
+    @property
+    def interior(self):
+        """Whether blocks whose copies all fall inside A and B run a k loop
+        without the copies' bounds checks: interior_loop, where the copies
+        have checks to drop (not copy="tma")."""
+        return self.interior_loop and self.copy != "tma"
 
     @property
     def pitch_a(self):
@@ -398,7 +393,7 @@ class KernelConfig:
             err.append("K x N int8 B is not implemented (its k-pairs would need their own layout)")
         if self.b_layout == "kn" and self.op == "wmma" and self.precision == "int4":
             err.append("sub-byte WMMA takes B col-major (N x K) only")
-        if self.acc not in {"fp16": ("f32", "f16"), "int8": ("s32",), "int4": ("s32",)}[self.precision]:
+        if self.acc not in p.mma_types:
             err.append(f"{self.precision} cannot accumulate in {self.acc}")
         if self.acc == "f16" and (self.op != "mma" or self.mma_k != 16):
             err.append("f16 accumulation is the m16n8k16 mma")

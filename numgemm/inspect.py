@@ -1,171 +1,18 @@
-"""Offline inspection: build a Numba kernel, with the code it links, for a
-chosen target on a machine without a GPU, and read its SASS and resources.
+"""Offline inspection from the command line: build registered kernels for a
+chosen target on a machine without a GPU, and print their SASS, histogram,
+resources and main loop (numgemm.sass does the building and reading).
 
     python -m numgemm.inspect int8_ptx_mma_k32 --target sm_90 --sass
     python -m numgemm.inspect fp16_ptx_mma --target sm_90 --loop
     python -m numgemm.inspect --all --target sm_89
-
-numba-cuda's dispatcher compiles only for the GPU it runs on; this module
-runs the same pipeline (Numba -> NVVM LTO-IR, NVRTC for .cu, nvJitLink for
-the link, nvdisasm / cuobjdump for reading) with the target given instead.
 """
 
 import argparse
-import re
 import sys
-import tempfile
-import time
-from collections import Counter
-from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 
-from numba import types
-from numba.cuda.cudadrv import nvvm
-from numba.cuda.compiler import compile_cuda, kernel_fixup
-
-from .toolchain import TARGETS, has_native_s4_mma, parse_target, run_tool, target_name
-
-_INSTR = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:\{\s*)?(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
-_LABEL = re.compile(r"^\s*(\.L_x_\d+):")
-_BRANCH = re.compile(r"\bBRA\s+`\((\.L_x_\d+)\)")
-# One letter per instruction in a loop's shape: tensor-core mma, ldmatrix,
-# global -> shared copy or global load, barrier; "." for everything else.
-_SHAPE = (("HMMA", "M"), ("IMMA", "M"), ("LDSM", "L"), ("LDGSTS", "G"), ("LDGDEPBAR", "."), ("LDG", "G"),
-          ("BAR.SYNC", "B"))
-
-
-@dataclass
-class Loop:
-    """A loop of the SASS (a backward branch and its target): its opcodes."""
-
-    ops: list
-
-    @cached_property
-    def shape(self):
-        """The loop as letters (see _SHAPE): where the mmas, ldmatrix, copies
-        and barriers fall. mmas, longest_gap and summary all read it."""
-        return "".join(next((c for p, c in _SHAPE if op.startswith(p)), ".") for op in self.ops)
-
-    @property
-    def mmas(self):
-        return self.shape.count("M")
-
-    @property
-    def longest_gap(self):
-        """The most instructions in a row without an mma: where a warp gives
-        the tensor pipe nothing, and only other warps can."""
-        return max(len(run) for run in self.shape.split("M"))
-
-    def summary(self):
-        shape = self.shape
-        return (f"main loop: {len(self.ops)} instructions (mma {self.mmas}, ldmatrix {shape.count('L')}, "
-                f"global loads {shape.count('G')}, bar.sync {shape.count('B')}); "
-                f"longest stretch without an mma: {self.longest_gap}")
-
-
-@dataclass
-class Build:
-    """A kernel built for one target: its cubin, SASS and resource usage."""
-
-    name: str
-    target: str
-    cubin: bytes
-    seconds: float                  # compile + link, wall clock
-    sass: str = field(repr=False)
-    registers: int
-    shared_bytes: int               # static shared memory
-    local_bytes: int                # stack frame + local memory per thread: spills land here
-
-    @property
-    def instructions(self):
-        """Opcodes with their modifiers, in program order ('IMMA.16832.S8.S8')."""
-        return [m.group(1) for m in map(_INSTR.match, self.sass.splitlines()) if m]
-
-    def histogram(self, depth=None):
-        """Counter of opcodes; depth=1 keeps only the base opcode ('IMMA')."""
-        ops = self.instructions
-        if depth:
-            ops = [".".join(op.split(".")[:depth]) for op in ops]
-        return Counter(ops)
-
-    def count(self, prefix):
-        """How many instructions start with prefix ('IMMA.16832', 'LDL')."""
-        return sum(op.startswith(prefix) for op in self.instructions)
-
-    @property
-    def calls(self):
-        """Calls of functions. ptxas also writes `CALL.REL.NOINC` to a local
-        label (.L_x_n) as a branch idiom; those are control flow, not calls."""
-        return sum(1 for line in self.sass.splitlines()
-                   if _INSTR.match(line) and " CALL" in line and "`(.L_" not in line)
-
-    @property
-    def loops(self):
-        """Every loop: the instructions from a backward branch's target to the branch."""
-        lines, labels, pending = [], {}, []
-        for line in self.sass.splitlines():
-            if (label := _LABEL.match(line)):
-                pending.append(label.group(1))
-            elif (m := _INSTR.match(line)):
-                labels.update((p, len(lines)) for p in pending)
-                pending = []
-                lines.append((m.group(1), line))
-        loops = []
-        for end, (_, line) in enumerate(lines):
-            branch = _BRANCH.search(line)
-            if branch and labels.get(branch.group(1), end + 1) <= end:
-                loops.append(Loop([op for op, _ in lines[labels[branch.group(1)]:end + 1]]))
-        return loops
-
-    def main_loop(self):
-        """The loop with the most mma instructions (a GEMM's k loop), the
-        shortest of those; None without one."""
-        loops = [lp for lp in self.loops if lp.mmas]
-        return min(loops, key=lambda lp: (-lp.mmas, len(lp.ops))) if loops else None
-
-    def summary(self):
-        return (f"{self.name} [{self.target}]: {self.registers} registers, "
-                f"{self.shared_bytes} B static shared, {self.local_bytes} B local/thread, "
-                f"{len(self.instructions)} instructions, built in {self.seconds:.2f} s")
-
-
-def build(pyfunc, argtypes, target="sm_89", *, name=None, max_registers=None,
-          launch_bounds=None, lto=True):
-    """Compile a kernel function (not a dispatcher) for argtypes and link it
-    with its external code (.ptx, .cu) for target, without a GPU."""
-    cc = parse_target(target)
-    pyfunc = getattr(pyfunc, "py_func", pyfunc)
-    start = time.perf_counter()
-    cres = compile_cuda(pyfunc, types.void, tuple(argtypes), cc=cc, lto=lto,
-                        max_registers=max_registers,
-                        nvvm_options={"fastmath": False, "opt": 3})
-    lib = cres.library
-    kernel = lib.get_function(cres.fndesc.llvm_func_name)
-    lib._entry_name = cres.fndesc.llvm_func_name
-    kernel_fixup(kernel, False)
-    nvvm.set_launch_bounds(kernel, launch_bounds)
-    cubin = bytes(lib.get_cubin(cc=(*cc, "")).code)
-    seconds = time.perf_counter() - start
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "kernel.cubin"
-        path.write_bytes(cubin)
-        sass = run_tool("nvdisasm", "-c", str(path))
-        usage = run_tool("cuobjdump", "--dump-resource-usage", str(path))
-    entry = cres.fndesc.llvm_func_name
-    res = _resources(usage, entry)
-    return Build(name=name or pyfunc.__name__, target=target_name(cc), cubin=cubin,
-                 seconds=seconds, sass=sass, registers=res["REG"],
-                 shared_bytes=res["SHARED"], local_bytes=res["LOCAL"] + res["STACK"])
-
-
-def _resources(usage, entry):
-    # cuobjdump prints a "Function <name>:" line, then "REG:n STACK:n SHARED:n ..."
-    blocks = re.split(r"^\s*Function ([^:\s]+):", usage, flags=re.M)
-    for name, body in zip(blocks[1::2], blocks[2::2]):
-        if name == entry:
-            return {k: int(v) for k, v in re.findall(r"(\w+):(\d+)", body)}
-    raise RuntimeError(f"cuobjdump reported no resources for {entry}:\n{usage}")
+from .sass import Build, Loop, build  # noqa: F401 - the library side, re-exported
+from .toolchain import TARGETS, has_native_s4_mma, parse_target, target_name
 
 
 def s4_note(target):
@@ -181,7 +28,7 @@ def s4_note(target):
 
 def main(argv=None):
     from . import registry
-    from .kernels import build_config
+    from .kernel import build_config
 
     ap = argparse.ArgumentParser(prog="python -m numgemm.inspect", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -210,8 +57,9 @@ def main(argv=None):
         cfg = registry.get(name, args.preset)
         if args.linkage:
             cfg = cfg.replace(linkage=args.linkage)
-        if parse_target(args.target) < cfg.min_cc:
-            print(f"{name}: not built, it needs {target_name(cfg.min_cc)} (copy={cfg.copy!r})")
+        why = cfg.unsupported(args.target, launch=False)
+        if why:
+            print(f"{name}: not built: {why}")
             continue
         b = build_config(cfg, args.target)
         print(b.summary())

@@ -340,6 +340,11 @@ class WmmaOp:
     def path(self):
         return str(BASELINES_DIR / f"wmma_{self.precision}.cu")
 
+    @property
+    def elem(self):
+        """Numba type of the elements the tile pointers point at (s4: packed bytes)."""
+        return {"f16": types.float16, "s8": types.int8, "s4": types.uint8}[self.precision]
+
 
 WMMA = {
     "f16": WmmaOp("f16", (16, 16, 16), 8, 8, 8, ("nk", "kn")),
@@ -363,7 +368,7 @@ def wmma_functions(precision):
     if precision not in _wmma_namespaces:
         enable_wmma_headers()
         op = WMMA[precision]
-        elem = {"f16": types.float16, "s8": types.int8, "s4": types.uint8}[precision]
+        elem = op.elem
         acc = types.float32 if precision == "f16" else types.int32
         u32p, ep, accp = types.CPointer(types.uint32), types.CPointer(elem), types.CPointer(acc)
         sigs = {

@@ -206,7 +206,7 @@ def default(precision, b_layout, preset="tuned", cc=None, m=None, k=None):
     cfg = REGISTRY[preset][name]
     if cc is not None:          # the same kernel copying with TMA, where registered and this GPU has it
         cfg = next((c for c in REGISTRY[preset].values()
-                    if c.copy == "tma" and tuple(cc) >= c.min_cc
+                    if c.copy == "tma" and c.unsupported(cc) is None
                     and c.replace(copy=cfg.copy, swizzle=cfg.swizzle) == cfg), cfg)
     if cfg.b_layout == b_layout:
         return cfg

@@ -149,3 +149,17 @@ def test_swizzle_without_tma():
     assert pad.smem_bytes == 4 * (256 + 128) * 144
     kn = KernelConfig("fp16", b_layout="kn", bm=256, bn=128, bk=64, warps_m=4, warps_n=2, swizzle=True)
     assert kn.tile_bytes_b == kn.replace(copy="tma").tile_bytes_b == 64 * 256
+
+
+def test_one_answer_to_where_a_kernel_runs():
+    """unsupported() is what gemm(), the bench, inspect and the tests ask:
+    None where the kernel runs, else the reason."""
+    from numgemm import registry
+
+    tma, evict = registry.get("int8_ptx_tma"), registry.get("int4_ptx_mma_k64_evict_first")
+    assert tma.unsupported((9, 0)) is None and tma.unsupported("sm_90", launch=False) is None
+    assert "needs sm_90" in tma.unsupported((8, 9)) and "needs sm_90" in tma.unsupported("sm_89", launch=False)
+    assert "faults inside these GEMMs on sm_90" in evict.unsupported((9, 0))
+    assert evict.unsupported("sm_90", launch=False) is None          # it builds; only its launch faults
+    assert evict.unsupported((8, 9)) is None
+    assert not tma.interior and registry.get("int8_ptx_mma_k32").interior

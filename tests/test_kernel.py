@@ -1,16 +1,17 @@
-"""numgemm.kernels: every registered kernel, offline (SASS) and on the GPU (exact)."""
+"""numgemm.kernel: every registered kernel, offline (SASS) and on the GPU (exact)."""
 
 import numpy as np
 import pytest
 
 from numgemm import registry
-from numgemm.kernels import build_config, expected_sass
-from numgemm.quant import pack_int4, tolerance
-from numgemm.toolchain import parse_target, target_name
+from numgemm import operands
+from numgemm.kernel import build_config, expected_sass
+from numgemm.quant import pack_int4
 
 REGISTERED = [(p, n) for p in registry.PRESETS for n in registry.names(p)]
 # Each kernel on the targets it runs on (copy="tma": sm_90 only).
-OFFLINE = [(p, n, t) for p, n in REGISTERED for t in ("sm_89", "sm_90") if parse_target(t) >= registry.get(n, p).min_cc]
+OFFLINE = [(p, n, t) for p, n in REGISTERED for t in ("sm_89", "sm_90")
+           if not registry.get(n, p).unsupported(t, launch=False)]
 
 
 @pytest.mark.parametrize("preset,name,target", OFFLINE)
@@ -88,7 +89,7 @@ def test_tma_kernels_are_for_sm90_only(capsys):
     with pytest.raises(ValueError, match="needs sm_90"):
         build_config(registry.get("int8_ptx_tma"), "sm_89")
     assert main(["int8_ptx_tma", "--target", "sm_89"]) == 0
-    assert "int8_ptx_tma: not built, it needs sm_90" in capsys.readouterr().out
+    assert "int8_ptx_tma: not built: " in capsys.readouterr().out
 
 
 def test_s4_on_hopper_is_emulated_not_native():
@@ -108,52 +109,20 @@ def test_link_linkage_calls_the_ptx():
 SHAPES = [(2, 520, 1000, 776), (1, 64, 48, 128), (3, 17, 300, 96)]
 
 
-def operands(cfg, batch, M, N, K, rng):
-    """Host a, b in the kernel's layouts and the exact reference."""
-    from numgemm.quant import pack_int4_kn
-
-    if cfg.precision == "fp16":
-        a = rng.standard_normal((batch, M, K)).astype(np.float16)
-        b = rng.standard_normal((batch, K, N)).astype(np.float16)
-        return a, b, a.astype(np.float64) @ b.astype(np.float64)
-    lo = -128 if cfg.precision == "int8" else -8
-    a = rng.integers(lo, -lo, (batch, M, K))
-    bt = rng.integers(lo, -lo, (batch, N, K))
-    ref = a @ np.swapaxes(bt, 1, 2)
-    if cfg.precision == "int8":
-        return a.astype(np.int8), np.swapaxes(bt.astype(np.int8), 1, 2), ref
-    if cfg.b_layout == "kn":                  # K x N INT4: 16-bit units of 4 k
-        return pack_int4(a), pack_int4_kn(np.swapaxes(bt, 1, 2)), ref
-    return pack_int4(a), np.swapaxes(pack_int4(bt), 1, 2), ref
-
-
 def check_kernel(cfg, batch, M, N, K, rng, out_offset=0, **select):
     """gemm() with cfg's kernel (select: kernel=name, preset=... or kernel=cfg)
     on fresh operands, into a poisoned output, against the reference.
     out_offset: the output is a view that many elements into wider rows."""
-    from numba import cuda
-
     import numgemm
 
-    a, b, ref = operands(cfg, batch, M, N, K, rng)
-    out_dtype = np.float16 if cfg.acc == "f16" else np.dtype(cfg.prec.out_dtype)
-    poison = np.nan if cfg.precision == "fp16" else -(2**31)
-    whole = cuda.to_device(np.full((batch, M, N + out_offset), poison, out_dtype))
-    out = whole[:, :, out_offset:]
-    numgemm.gemm(a, b, precision=cfg.precision, out=out, k=K, **select)
+    a, b, ref = operands.kernel_operands(cfg, batch, M, N, K, rng)
+    whole = operands.poisoned(cfg.precision, (batch, M, N + out_offset), cfg.acc)
+    numgemm.gemm(a, b, precision=cfg.precision, out=whole[:, :, out_offset:], k=K, **select)
     got = whole.copy_to_host()
     left = got[:, :, :out_offset]                       # not C's: must stay poisoned
-    assert np.isnan(left).all() if cfg.precision == "fp16" else (left == poison).all()
-    assert_matches(got[:, :, out_offset:], ref, cfg)
-
-
-def assert_matches(got, ref, cfg):
-    if cfg.precision == "fp16":
-        got = got.astype(np.float64)
-        assert np.all(np.isfinite(got))
-        assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < tolerance(cfg.precision, cfg.acc)
-    else:
-        np.testing.assert_array_equal(got.astype(np.int64), ref)
+    assert np.isnan(left).all() if cfg.precision == "fp16" else (left == cfg.prec.poison).all()
+    why = operands.mismatch(got[:, :, out_offset:], ref, cfg.precision, cfg.acc)
+    assert why is None, f"{cfg.name} at {batch}x{M}x{N}x{K}: {why}"
 
 
 @pytest.mark.gpu
@@ -166,16 +135,12 @@ def test_kernel_gpu(preset, name, rng):
     from numgemm.api import NotOnThisGPU
 
     cfg = registry.get(name, preset)
-    cc = tuple(cuda.get_current_device().compute_capability)
-    if cc < cfg.min_cc:
-        with pytest.raises(NotOnThisGPU, match="TMA"):
-            numgemm.gemm(*operands(cfg, 1, 32, 32, 64, rng)[:2], precision=cfg.precision, kernel=name,
-                         preset=preset)
-        return
-    if cfg.evict != "none" and cc == (9, 0):
-        with pytest.raises(NotOnThisGPU, match="faults inside these GEMMs on sm_90"):
-            numgemm.gemm(*operands(cfg, 1, 32, 32, 64, rng)[:2], precision=cfg.precision, kernel=name,
-                         preset=preset)
+    why = cfg.unsupported(tuple(cuda.get_current_device().compute_capability))
+    if why:         # refused, with the reason, before anything is launched
+        with pytest.raises(NotOnThisGPU) as refused:
+            numgemm.gemm(*operands.kernel_operands(cfg, 1, 32, 32, 64, rng)[:2], precision=cfg.precision,
+                         kernel=name, preset=preset)
+        assert str(refused.value) == why
         return
     for batch, M, N, K in SHAPES:
         if cfg.precision == "int4":
@@ -202,11 +167,12 @@ def test_interior_loop_beside_edge_blocks(name, rng):
     check_kernel(cfg, 2, 520, 1000, 1024, rng, kernel=cfg)
 
 
-def skip_below_min_cc(cfg):
+def skip_unless_it_runs_here(cfg):
     from numba import cuda
 
-    if tuple(cuda.get_current_device().compute_capability) < cfg.min_cc:
-        pytest.skip(f"{cfg.name} needs {target_name(cfg.min_cc)}")
+    why = cfg.unsupported(tuple(cuda.get_current_device().compute_capability))
+    if why:
+        pytest.skip(why)
 
 
 @pytest.mark.gpu
@@ -221,11 +187,11 @@ def test_tma_operands_of_every_shape(name, rng):
     import numgemm
 
     cfg = registry.get(name)
-    skip_below_min_cc(cfg)
+    skip_unless_it_runs_here(cfg)
     for batch, M, N, K in ((1, 256, 128, 256), (2, 300, 200, 40), (1, 1, 1, 16), (1, 256, 128, 256)):
         check_kernel(cfg, batch, M, N, K, rng, kernel=name)
     if cfg.precision == "int8":
-        a, b, _ = operands(cfg, 3, 260, 130, 520, rng)
+        a, b, _ = operands.kernel_operands(cfg, 3, 260, 130, 520, rng)
         ref = a.astype(np.int64) @ b[0].astype(np.int64)
         wide = np.zeros((3, 260, 528), np.int8)               # rows 528 bytes apart
         wide[:, :, :520] = a
@@ -245,7 +211,7 @@ def test_tma_map_slots_rewritten(rng, monkeypatch):
     from numgemm import tensormap
 
     cfg = registry.get("int8_ptx_tma")
-    skip_below_min_cc(cfg)
+    skip_unless_it_runs_here(cfg)
     monkeypatch.setattr(tensormap, "_SLOTS", 2)
     monkeypatch.setattr(tensormap, "_RINGS", {})
     pairs = [(rng.integers(-128, 128, (64 * (i + 1), 256)).astype(np.int8),
@@ -278,7 +244,7 @@ def test_int4_default_suits_the_gpu(rng):
     cc = cuda.get_current_device().compute_capability
     cfg = registry.default("int4", "nk", "tuned", cc)
     assert (cfg.unpack == "none") == has_native_s4_mma(cc)
-    a, b, ref = operands(cfg, 1, 64, 64, 128, rng)
+    a, b, ref = operands.kernel_operands(cfg, 1, 64, 64, 128, rng)
     assert np.array_equal(numgemm.gemm(a, b, precision="int4"), ref)
 
 

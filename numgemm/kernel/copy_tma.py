@@ -1,0 +1,85 @@
+"""The TMA copy path (sm_90): one thread has the tensor memory accelerator
+copy each operand's whole k-tile; the warps wait on the stage's mbarrier.
+
+A's k-tile is one box of bm rows of 128 bytes of K; B's is one box (N x K)
+or boxes side by side, each 128 bytes of N wide (K x N). The TMA unit lands
+them in the 128-byte swizzle, zero-fills what lies outside the matrix, and
+counts their bytes on the stage's mbarrier (arrive.expect_tx), so there is
+no per-thread copy arithmetic and no bounds check in the k loop. A warp
+waits for k-tile kt on the parity of its use of the stage (kt / stages).
+The tensor maps (numgemm.tensormap) lie in global memory; the kernel
+acquires them once.
+"""
+
+from collections import namedtuple
+
+from numba import cuda
+
+from .. import primitives as P
+from ..config import SWIZZLE_BYTES
+from .regs import device, divmod32, i32, u32, u64
+from .seams import CopyRoutine
+
+#: The block's: the mbarriers' address, the tensor maps' (A's, B's 128 bytes
+#: after it), whether this thread issues the copies.
+Block = namedtuple("Block", "bars tmaps issuer")
+State = namedtuple("State", "sbase bars tmaps issuer row_a row_b z zb")
+#: One stage's copies: where they land, A's box at (kb0, row_a, z), B's first
+#: at (b0, b1, zb), the stage's mbarrier.
+Boxes = namedtuple("Boxes", "dst kb0 bar issuer tmaps row_a b0 b1 z zb")
+
+
+def routine(cfg):
+    ptx = P.routines(cfg.linkage)
+    stages, stage_bytes, tile_a = cfg.stages, cfg.stage_bytes, cfg.tile_bytes_a
+    tma_top = cfg.smem_bytes - cfg.tma_bytes          # where the mbarriers go, after the stages
+    b_boxes = cfg.b_tile_shape[1] // SWIZZLE_BYTES
+    b_box_bytes = cfg.b_tile_shape[0] * SWIZZLE_BYTES
+    bkb, kn, b_esize, bk_units = cfg.bk_bytes, cfg.b_layout == "kn", 2, cfg.bk // cfg.prec.k_per_unit
+
+    def start(smem, tmaps, tid):
+        # the stages on the swizzle's 1024-byte period, an mbarrier per stage after them
+        sbase = (smem + u32(1023)) & u32(0xFFFFFC00)
+        bars = sbase + u32(tma_top)
+        if tid == 0:
+            ptx.tensormap_acquire(tmaps)
+            ptx.tensormap_acquire(tmaps + u64(128))
+            for s in range(stages):
+                ptx.mbarrier_init(bars + u32(8 * s), u32(1))
+            ptx.mbarrier_init_fence()
+        cuda.syncthreads()
+        return sbase, Block(bars, tmaps, tid == 0)
+
+    def setup(blk, sbase, A, B, z, zb, row_a, row_b, copier, tile_off, dims):
+        return State(sbase, blk.bars, blk.tmaps, blk.issuer, row_a, row_b, z, zb)
+
+    def bar_of(st, off):
+        """The mbarrier of the stage at byte offset off."""
+        return st.bars + u32(8) * divmod32(off, stage_bytes)[0]
+    bar_of = device(bar_of)
+
+    def stage(st, kt, off, inside):
+        kb0 = i32(kt * bkb)
+        # B's first box: at (k byte, n row) of N x K B; at (n byte, k row) of K x N B
+        b0, b1 = (i32(st.row_b * b_esize), i32(kt * bk_units)) if kn else (kb0, st.row_b)
+        return Boxes(st.sbase + off, kb0, bar_of(st, off), st.issuer, st.tmaps, st.row_a, b0, b1,
+                     i32(st.z), i32(st.zb))
+
+    def issue(bx, part):
+        """The whole k-tile with the first part (or all): A's box and B's, the
+        stage's mbarrier told their bytes."""
+        if part <= 0 and bx.issuer:
+            ptx.mbarrier_arrive_expect_tx(bx.bar, u32(stage_bytes))
+            ptx.tma_load_3d(bx.dst, bx.tmaps, (bx.kb0, bx.row_a, bx.z), bx.bar)
+            for box in range(b_boxes):
+                ptx.tma_load_3d(bx.dst + u32(tile_a + box * b_box_bytes), bx.tmaps + u64(128),
+                                (bx.b0 + i32(box * SWIZZLE_BYTES), bx.b1, bx.zb), bx.bar)
+
+    def wait(st, kt, off, ktiles):
+        if kt < ktiles:
+            ptx.mbarrier_wait(bar_of(st, off), divmod32(kt, stages)[0] & u32(1))
+
+    return CopyRoutine(device(start), device(setup), device(stage), device(issue),
+                       device(lambda st, off: None),            # the TMA unit lands the boxes
+                       device(lambda: None),                    # no cp.async groups
+                       device(wait), device(lambda m0, n0, dims: False))   # no bounds checks to drop

@@ -1,0 +1,49 @@
+"""The widen-on-load copy path (INT4, unpack="tile"): s4 tiles travel
+through registers and reach shared memory widened to s8.
+
+Each thread loads its 16-byte pieces of a k-tile with ld.global.v4 into
+registers one tile ahead (issue, before the current tile's mmas), then
+widens them exactly and stores 32 bytes of s8 with st.shared.v4 at twice
+the column (land, behind those mmas). The warps then run the int8 k32
+routine on s8 tiles (KernelConfig.shared_view). There are no cp.async
+groups: the barrier that ends a tile is what makes its stores visible.
+"""
+
+from .. import primitives as P
+from . import copy_threads
+from .regs import device, getter, setter
+
+_nothing = device(lambda: None)
+
+
+def routine(cfg):
+    return copy_threads.routine(cfg, _load_one, _land, _registers, _nothing,
+                                device(lambda st, kt, off, ktiles: None))
+
+
+def _registers(cfg, rows, row_bytes, unit):
+    """Four registers per 16-byte piece a thread loads of a tile."""
+    return 4 * copy_threads.pass_count(cfg, rows, row_bytes, unit)[0]
+
+
+def _load_one(cfg, unit, reg0):
+    ptx = P.routines(cfg.linkage)
+    ld, put4 = getattr(ptx, f"ld_global_{cfg.cache}_v4"), setter(4)
+    return device(lambda i, dst, src, ok, policy, regs: put4(regs, reg0 + 4 * i, ld(src, ok)))
+
+
+def _land(cfg, rows, row_bytes, pitch, unit, reg0):
+    ptx = P.routines(cfg.linkage)
+    st, widen, get4 = ptx.st_shared_v4, ptx.unpack_s4_s8, getter(4)
+    passes, step, ragged = copy_threads.pass_count(cfg, rows, row_bytes, unit)
+
+    def land(rows_in_tile, dst, regs):
+        # Each word's eight s4 become (e0 e2 e4 e6) (e1 e3 e5 e7): A and B rows
+        # are permuted alike along K, so their products meet.
+        for i in range(passes):
+            if not ragged or i * step < rows_in_tile:
+                w = get4(regs, reg0 + 4 * i)
+                x0, x1, x2, x3 = widen(w[0]), widen(w[1]), widen(w[2]), widen(w[3])
+                st(dst + i * step * pitch, (x0[0], x0[1], x1[0], x1[1]))
+                st(dst + i * step * pitch + 16, (x2[0], x2[1], x3[0], x3[1]))
+    return device(land)

@@ -1,0 +1,31 @@
+"""INT8 on the CUDA cores: the reference point below the tensor-core kernels.
+
+One thread per output, a row of A against a row of B (N x K), four bytes
+per dp4a; no shared memory, so no copy routine and no warp routine: the
+whole kernel is this function.
+"""
+
+from numba import cuda
+
+from .. import primitives as P
+from .regs import divmod32, i32
+
+
+def kernel_function(cfg):
+    dp4a = P.routines(cfg.linkage).dp4a_s8
+    bm, bn = cfg.bm, cfg.bn
+
+    def gemm_kernel(A, B, C, M, N, K, KB, NB, c_aligned, tmaps):
+        tid = cuda.threadIdx.x
+        tm, tn = divmod32(cuda.blockIdx.x, (N + bn - 1) // bn)
+        row, col = tm * bm + tid // bn, tn * bn + tid % bn
+        z = cuda.blockIdx.z
+        zb = z if B.shape[0] > 1 else 0
+        if row < M and col < N:
+            acc = i32(0)
+            for w in range(KB >> 2):
+                acc = dp4a(A[z, row, w], B[zb, col, w], acc)
+            C[z, row, col] = acc
+
+    gemm_kernel.__name__ = cfg.name
+    return gemm_kernel

@@ -1,0 +1,71 @@
+"""The skeleton's two seams: what it calls of a warp routine and of a copy routine.
+
+A kernel is the skeleton (numgemm.kernel.skeleton) with one warp routine and
+one copy routine, each chosen once from the config. Adding a path is adding
+a file that builds one of these tuples and a line in the table below; the
+skeleton does not change. Every member is an inline device function.
+"""
+
+from typing import NamedTuple
+
+
+class WarpRoutine(NamedTuple):
+    """The warp-level routine: fragments from shared memory, the warp tile's
+    operations, the epilogue.
+
+    init() -> acc: zeroed accumulators;  frags() -> (fa, fb): fragment registers,
+    cfg.reg_buffers sets;  load(fa, fb, buf, a_tile, b_tile, kk, lane): k step kk's
+    fragments from shared memory into set buf;  compute(acc, fa, fb, buf): the
+    warp tile's operations on set buf;  store(acc, C, z, m0, n0, wr0, wc0, M, N,
+    tid, c_aligned): the epilogue. buf and kk are constants where the skeleton
+    calls them, so every fragment index folds and the arrays stay in registers."""
+    init: object
+    frags: object
+    load: object
+    compute: object
+    store: object
+
+
+class CopyRoutine(NamedTuple):
+    """The global -> shared copy routine: how a k-tile of A and B reaches a
+    stage of the ring, and how the warps learn it has.
+
+    start(smem, tmaps, tid) -> (sbase, ctx): the stages' shared base address and
+    what the path keeps for the whole block (an L2 policy, the mbarriers), after
+    whatever must precede the first copy;  setup(ctx, sbase, A, B, z, zb, row_a,
+    row_b, copier, tile_off, M, N, K, NB) -> state: this thread's part of every
+    copy, computed once (row_a / row_b: the first row of A / column of B that
+    the thread's tiles cover);  stage(state, kt, off, inside) -> st: what copying
+    k-tile kt into the stage at byte offset off takes (inside: a constant, True
+    where no copy needs a bounds check);  issue(st, part): start part `part` of
+    those copies (-1: all of them);  land(state, off): finish what issue started
+    (registers -> shared memory, where the path stages there);  commit(): close
+    the stage's group of copies;  wait(state, kt, off, ktiles): k-tile kt, in the
+    stage at off, has landed (for this thread; the barrier after makes it
+    everyone's);  inside(m0, n0, M, N, K, KB, NB) -> whether every copy of the
+    block falls inside A and B (interior_loop: the block then runs a k loop
+    without the checks)."""
+    start: object
+    setup: object
+    stage: object
+    issue: object
+    land: object
+    commit: object
+    wait: object
+    inside: object
+
+
+def warp_routine(cfg):
+    """cfg's warp routine: op picks the file."""
+    from . import warp_mma, warp_wmma
+
+    return {"mma": warp_mma.routine, "wmma": warp_wmma.routine}[cfg.op](cfg)
+
+
+def copy_routine(cfg):
+    """cfg's copy routine: copy (and, for INT4, unpack="tile") picks the file."""
+    from . import copy_cp_async, copy_tma, copy_widen
+
+    if cfg.copy == "tma":
+        return copy_tma.routine(cfg)
+    return (copy_widen if cfg.unpack == "tile" else copy_cp_async).routine(cfg)

@@ -24,6 +24,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from . import operands
+from .precision import PRECISIONS
+
 PRECISION_ORDER = ("fp16", "int8", "int4")
 SIZES = (512, 1024, 2048, 4096, 8192)
 CHECK_SHAPE = (2, 520, 1000, 776)          # batch, M, N, K: not multiples of any tile
@@ -54,26 +57,23 @@ def log(msg):
 
 # --- the mma.sync ceiling ----------------------------------------------------------
 
-CEILING_OPS = {"fp16": ("mma_m16n8k16_f16_f32", 16), "int8": ("mma_m16n8k32_s8_s32", 32),
-               "int4": ("mma_m16n8k64_s4_s32", 64)}
-
-
 def measure_ceilings():
     """T(FL)OPS of register-only mma.sync loops (8 independent chains a warp),
     per instruction: the ceiling of each precision's mma.sync."""
     from numba import cuda
 
     from . import primitives as P
-    from .kernels import _getter, _setter
+    from .kernel.regs import getter, setter
 
     dev = cuda.get_current_device()
     blocks = dev.MULTIPROCESSOR_COUNT * 4
     out = {}
-    for name, k in CEILING_OPS.values():
+    for prec in PRECISIONS.values():
+        name, k = prec.ceiling, prec.ceiling_k
         r = P.ROUTINES[name]
         na, nb, nc = (len(op.regs) for op in r.inputs)
         acc_t = {"f32": np.float32, "s32": np.int32}[r.output.ptxtype]
-        get_a, get_b, get_c, put_c = _getter(na), _getter(nb), _getter(nc), _setter(nc)
+        get_a, get_b, get_c, put_c = getter(na), getter(nb), getter(nc), setter(nc)
         mma = getattr(P, name)
 
         @cuda.jit
@@ -163,75 +163,7 @@ def ceiling_for(cfg_or_precision, ceilings):
     precision = getattr(cfg, "precision", cfg)
     if precision == "int4" and getattr(cfg, "unpack", "none") != "none":
         precision = "int8"
-    return ceilings[CEILING_OPS[precision][0]]
-
-
-# --- data --------------------------------------------------------------------------
-
-def make_inputs(precision, batch, M, N, K, rng):
-    """Host operands as values: a (batch, M, K); b as (batch, K, N) for fp16,
-    as bt (batch, N, K) for int8/int4 (their kernels take B transposed)."""
-    if precision == "fp16":
-        a = rng.standard_normal((batch, M, K), dtype=np.float32).astype(np.float16)
-        return a, rng.standard_normal((batch, K, N), dtype=np.float32).astype(np.float16)
-    lo = -128 if precision == "int8" else -8
-    return (rng.integers(lo, -lo, (batch, M, K), dtype=np.int8),
-            rng.integers(lo, -lo, (batch, N, K), dtype=np.int8))
-
-
-def to_device(precision, layout, a, b):
-    """The operands as a kernel with this B layout takes them, on the GPU."""
-    from numba import cuda
-
-    from .api import transposed
-    from .quant import pack_int4, pack_int4_kn
-
-    if precision == "fp16":
-        return cuda.to_device(a), cuda.to_device(b)
-    if precision == "int4":
-        a = pack_int4(a)
-        if layout == "kn":
-            return cuda.to_device(a), cuda.to_device(pack_int4_kn(np.swapaxes(b, 1, 2)))
-        b = pack_int4(b)
-    return cuda.to_device(a), transposed(cuda.to_device(b))
-
-
-def reference(precision, a, b):
-    if precision == "fp16":
-        return a.astype(np.float64) @ b.astype(np.float64)
-    return a.astype(np.int64) @ np.swapaxes(b, 1, 2).astype(np.int64)
-
-
-def check_full(out, ref, precision, cfg=None):
-    """out against the reference: exact for integers, within quant.tolerance for FP16."""
-    from .quant import tolerance
-
-    if precision != "fp16":
-        return bool(np.array_equal(out.astype(np.int64), ref))
-    tol = tolerance(precision, getattr(cfg, "acc", ""))
-    out = out.astype(np.float64)
-    return bool(np.all(np.isfinite(out)) and np.linalg.norm(out - ref) <= tol * np.linalg.norm(ref))
-
-
-def check_sample(out_dev, a, b, precision, rng, cfg=None, count=256):
-    """count random entries of a large output against exact dot products."""
-    out = out_dev.copy_to_host()
-    z = rng.integers(0, out.shape[0], count)
-    i = rng.integers(0, out.shape[1], count)
-    j = rng.integers(0, out.shape[2], count)
-    rb = b[z, :, j] if precision == "fp16" else b[z, j, :]
-    wide = np.float64 if precision == "fp16" else np.int64
-    ref = np.einsum("sk,sk->s", a[z, i, :].astype(wide), rb.astype(wide))
-    return check_full(out[z, i, j], ref, precision, cfg)
-
-
-def poisoned_output(cfg, batch, M, N):
-    from numba import cuda
-
-    if cfg.precision != "fp16":
-        return cuda.to_device(np.full((batch, M, N), -(2**31), np.int32))
-    dtype = np.float16 if cfg.acc == "f16" else np.float32
-    return cuda.to_device(np.full((batch, M, N), np.nan, dtype))
+    return ceilings[PRECISIONS[precision].ceiling]
 
 
 # --- the run -------------------------------------------------------------------------
@@ -264,7 +196,7 @@ def run(args):
     from numba import cuda
 
     from . import registry
-    from .api import NotOnThisGPU, plan_gemm
+    from .api import plan_gemm
     from .peers import peer_runs
     from .timing import time_gpu, time_host
 
@@ -293,45 +225,48 @@ def run(args):
             continue
         # Compile and check every kernel once, on an irregular batched shape.
         batch, M, N, K = CHECK_SHAPE
-        a, b = make_inputs(precision, batch, M, N, K, rng)
-        ref = reference(precision, a, b)
+        a, b = operands.values(precision, batch, M, N, K, rng)
+        ref = operands.expected(precision, a, b)
         dev_ops = {}
         status, compile_s, host_us = {}, {}, {}
         for preset, kname, cfg in chosen:
             key = (preset, kname)
             log(f"[{precision}] compile + check {preset}/{kname} ({cfg.name})")
-            da, db = dev_ops.setdefault(cfg.b_layout, to_device(precision, cfg.b_layout, a, b))
-            out = poisoned_output(cfg, batch, M, N)
+            why = cfg.unsupported(cc)
+            if why:
+                log(f"  {kname}: not launched: {why}")
+                status[key] = "n/a"
+                continue
+            if cfg.b_layout not in dev_ops:
+                dev_ops[cfg.b_layout] = operands.to_device(precision, cfg.b_layout, a, b)
+            da, db = dev_ops[cfg.b_layout]
+            out = operands.poisoned(precision, (batch, M, N), cfg.acc)
             t0 = time.perf_counter()
             try:
-                # compiles the kernel, unless it is one this GPU cannot run (NotOnThisGPU)
                 plan = plan_gemm(da, db, precision=precision, kernel=cfg, out=out, k=K)
                 compile_s[key] = time.perf_counter() - t0
                 plan.launch()
                 cuda.synchronize()
-                ok = check_full(out.copy_to_host(), ref, precision, cfg)
+                why = operands.mismatch(out.copy_to_host(), ref, precision, cfg.acc)
+                ok = why is None
                 host_us[key] = time_host(lambda: plan_gemm(da, db, precision=precision, kernel=cfg,
                                                            out=out, k=K).launch())
-            except NotOnThisGPU as e:
-                log(f"  {kname}: not launched: {e}")
-                status[key] = "n/a"
-                continue
             except Exception as e:  # noqa: BLE001 - a failing kernel is reported, not fatal
                 log(f"  {kname}: {type(e).__name__}: {e}")
                 ok = False
             status[key] = "ok" if ok else "FAIL"
             if not ok:
-                log(f"  {kname}: FAIL against the reference")
+                log(f"  {kname}: FAIL against the reference" + (f": {why}" if why else ""))
         del dev_ops
 
         for M, N, K in shapes:
             label = f"{M}x{N}x{K}" if args.shapes else M
             batch = args.batch
             work = 2.0 * batch * M * N * K
-            a, b = make_inputs(precision, batch, M, N, K, rng)
-            ws = batch * ({"fp16": 2, "int8": 1, "int4": 0.5}[precision] * (M + N) * K + 4 * M * N)
+            a, b = operands.values(precision, batch, M, N, K, rng)
+            ws = batch * (PRECISIONS[precision].bits / 8 * (M + N) * K + 4 * M * N)
             sets = min(8, max(1, math.ceil(3 * l2 / ws)))      # rotate when L2 would hold it
-            host_sets = [(a, b)] + [make_inputs(precision, batch, M, N, K, rng) for _ in range(sets - 1)]
+            host_sets = [(a, b)] + [operands.values(precision, batch, M, N, K, rng) for _ in range(sets - 1)]
             dev_sets = {}
             for preset, kname, cfg in chosen:
                 key = (preset, kname)
@@ -342,12 +277,12 @@ def run(args):
                     continue
                 log(f"[{precision} {label}] time {preset}/{kname}")
                 if cfg.b_layout not in dev_sets:
-                    dev_sets[cfg.b_layout] = [to_device(precision, cfg.b_layout, *hs) for hs in host_sets]
-                outs = [poisoned_output(cfg, batch, M, N) for _ in host_sets]
+                    dev_sets[cfg.b_layout] = [operands.to_device(precision, cfg.b_layout, *hs) for hs in host_sets]
+                outs = [operands.poisoned(precision, (batch, M, N), cfg.acc) for _ in host_sets]
                 plans = [plan_gemm(x, y, precision=precision, kernel=cfg, out=o, k=K)
                          for (x, y), o in zip(dev_sets[cfg.b_layout], outs)]
                 ms, _ = time_gpu(lambda i: plans[i % sets].launch(), repeats=args.repeats)
-                if not check_sample(outs[0], a, b, precision, rng, cfg):
+                if not operands.sample_matches(outs[0].copy_to_host(), a, b, precision, rng, cfg.acc):
                     row.status = "FAIL"
                     log(f"  {kname}: FAIL at {label} (sampled check)")
                     continue

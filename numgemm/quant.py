@@ -1,4 +1,4 @@
-"""INT4 packing and the exact references every kernel is checked against.
+"""INT4 packing: how INT4 operands are laid out in memory.
 
 Packing: two signed 4-bit values per byte along K, element 2k in the low
 nibble of byte k, element 2k+1 in the high nibble. An odd K is padded with a
@@ -58,34 +58,3 @@ def unpack_int4_kn(units, k=None):
     if not 4 * units.shape[-2] - 3 <= k <= 4 * units.shape[-2]:
         raise ValueError(f"unpack_int4_kn: k={k} does not fit {units.shape[-2]} rows of units")
     return np.swapaxes(unpack_int4(packed)[..., :k], -1, -2)
-
-
-def reference(a, b, precision, b_layout="kn", k=None):
-    """The exact product every kernel is checked against.
-
-    Integers in int64 (exact), fp16 in float64. a is (..., M, K); b is
-    (..., K, N) for b_layout 'kn' or (..., N, K) for 'nk'. INT4 operands come
-    packed: a (..., M, K/2); b (..., N, K/2) for 'nk', or pack_int4_kn's
-    (..., K/4, N) uint16 units for 'kn'.
-    """
-    if precision == "int4" and b_layout == "kn":         # 16-bit units of 4 k
-        b = unpack_int4_kn(b, k)
-        b_layout, precision_b = "kn", "int8"
-    else:
-        precision_b = precision
-    b_nk = np.asarray(b) if b_layout == "nk" else np.swapaxes(np.asarray(b), -1, -2)
-    if precision == "int4":
-        a = unpack_int4(a, k)
-    if precision_b == "int4":
-        b_nk = unpack_int4(b_nk, k)
-    wide = np.float64 if precision == "fp16" else np.int64
-    return np.asarray(a).astype(wide) @ np.swapaxes(b_nk.astype(wide), -1, -2)
-
-
-def tolerance(precision, acc=""):
-    """Relative Frobenius error a GEMM result may have against reference():
-    0 for integers (exact); FP16 with f32 accumulation 1e-3; with f16
-    accumulation, which rounds at every step, 2e-2."""
-    if precision != "fp16":
-        return 0.0
-    return 2e-2 if acc == "f16" else 1e-3

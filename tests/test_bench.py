@@ -4,7 +4,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from numgemm import bench
@@ -27,28 +26,6 @@ def test_without_a_gpu_it_says_so_in_one_line():
     proc = subprocess.run([sys.executable, "bench.py", "--all"], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 1
     assert proc.stdout.strip().count("\n") == 0 and "needs an NVIDIA GPU" in proc.stdout
-
-
-@pytest.mark.parametrize("precision", bench.PRECISION_ORDER)
-def test_checks_catch_wrong_results(precision, rng):
-    """The full and sampled checks fail on a wrong output, pass on the right one."""
-    a, b = bench.make_inputs(precision, 2, 24, 16, 40, rng)
-    ref = bench.reference(precision, a, b)
-    out = ref.astype(np.float32 if precision == "fp16" else np.int32)
-    assert bench.check_full(out, ref, precision)
-    wrong = out.copy()
-    wrong[1, 3, 5] += 7
-    assert not bench.check_full(wrong, ref, precision)
-
-    class Dev:                          # stands in for a device array
-        def __init__(self, x):
-            self.x = x
-
-        def copy_to_host(self):
-            return self.x
-
-    assert bench.check_sample(Dev(out), a, b, precision, rng)
-    assert not bench.check_sample(Dev(np.zeros_like(out)), a, b, precision, rng)
 
 
 def test_family_selection_has_the_base_first():

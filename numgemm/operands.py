@@ -1,0 +1,133 @@
+"""Operands, references, poisoned outputs and comparisons: how numgemm checks
+a kernel. The bench, the tests and the peers all draw and compare here.
+
+Values are drawn fresh (never zeros): FP16 standard normal, INT8 in
+[-128, 128), INT4 in [-8, 8). B's values are kept as K x N for FP16 and
+as bt, N x K, for the integer precisions (their kernels take B transposed);
+in_layout() turns them into what a kernel of a given B layout takes (INT4
+packed). Integers are compared exactly with an int64 reference, FP16 by
+relative Frobenius error against float64 (Precision.tolerance); outputs are
+poisoned first (Precision.poison) so that an element never written fails.
+"""
+
+import numpy as np
+
+from .precision import PRECISIONS
+from .quant import pack_int4, pack_int4_kn, unpack_int4, unpack_int4_kn
+
+
+def values(precision, batch, M, N, K, rng):
+    """(a, b): a (batch, M, K); b (batch, K, N) for fp16, bt (batch, N, K) for int8 / int4."""
+    prec = PRECISIONS[precision]
+    if not prec.exact:
+        a = rng.standard_normal((batch, M, K), dtype=np.float32).astype(np.float16)
+        return a, rng.standard_normal((batch, K, N), dtype=np.float32).astype(np.float16)
+    lo, hi = prec.values
+    return rng.integers(lo, hi, (batch, M, K), dtype=np.int8), rng.integers(lo, hi, (batch, N, K), dtype=np.int8)
+
+
+def expected(precision, a, b):
+    """The exact product of values(): float64 for fp16, int64 for the integers."""
+    if not PRECISIONS[precision].exact:
+        return a.astype(np.float64) @ b.astype(np.float64)
+    return a.astype(np.int64) @ np.swapaxes(b, -1, -2).astype(np.int64)
+
+
+def in_layout(precision, layout, a, b):
+    """Host (a, b) as gemm() takes them for a kernel with this B layout: b a
+    K x N view (the transpose of bt for "nk"); INT4 packed along K (K x N:
+    pack_int4_kn's 16-bit units)."""
+    if precision == "fp16":
+        return a, b
+    if precision == "int4":
+        a = pack_int4(a)
+        if layout == "kn":
+            return a, pack_int4_kn(np.swapaxes(b, -1, -2))
+        b = pack_int4(b)
+    return a, np.swapaxes(b, -1, -2)
+
+
+def to_device(precision, layout, a, b):
+    """in_layout() on the GPU: B transposed is a view of a row-major N x K array."""
+    from numba import cuda
+
+    from .api import transposed
+
+    a, b = in_layout(precision, layout, a, b)
+    if layout == "kn" or precision == "fp16":
+        return cuda.to_device(a), cuda.to_device(np.ascontiguousarray(b))
+    return cuda.to_device(a), transposed(cuda.to_device(np.ascontiguousarray(np.swapaxes(b, -1, -2))))
+
+
+def kernel_operands(cfg, batch, M, N, K, rng):
+    """Fresh host operands for cfg's kernel, in its B layout, and their exact product."""
+    a, b = values(cfg.precision, batch, M, N, K, rng)
+    return (*in_layout(cfg.precision, cfg.b_layout, a, b), expected(cfg.precision, a, b))
+
+
+def poisoned(precision, shape, acc=""):
+    """A device output of this shape filled with the precision's poison."""
+    from numba import cuda
+
+    prec = PRECISIONS[precision]
+    return cuda.to_device(np.full(shape, prec.poison, prec.out_dtype_for(acc)))
+
+
+def mismatch(got, ref, precision, acc=""):
+    """Why got differs from the reference beyond the precision's tolerance, or
+    None where it matches: integers entry for entry, FP16 by relative error."""
+    prec = PRECISIONS[precision]
+    got = np.asarray(got)
+    if prec.exact:
+        bad = np.flatnonzero(got.astype(np.int64) != ref)
+        if bad.size:
+            i = tuple(int(x) for x in np.unravel_index(bad[0], ref.shape))
+            return f"{bad.size} of {ref.size} entries differ; first at {i}: {got[i]} != {ref[i]}"
+        return None
+    got = got.astype(np.float64)
+    if not np.all(np.isfinite(got)):
+        return f"{np.count_nonzero(~np.isfinite(got))} entries are not finite (unwritten or overflowed)"
+    err = np.linalg.norm(got - ref) / max(np.linalg.norm(ref), np.finfo(np.float64).tiny)
+    tol = prec.tolerance(acc)
+    return None if err <= tol else f"relative error {err:.3g} > {tol:.3g}"
+
+
+def matches(got, ref, precision, acc=""):
+    return mismatch(got, ref, precision, acc) is None
+
+
+def sample_expected(a, b, precision, rng, shape, count=256):
+    """(index, exact dot products) of count random entries of a product of
+    values() (a (batch, M, K); b as values() returns it) of the given output shape."""
+    z, i, j = (rng.integers(0, n, count) for n in shape)
+    rb = b[z, j, :] if PRECISIONS[precision].exact else b[z, :, j]
+    wide = np.int64 if PRECISIONS[precision].exact else np.float64
+    return (z, i, j), np.einsum("sk,sk->s", a[z, i, :].astype(wide), rb.astype(wide))
+
+
+def sample_matches(out, a, b, precision, rng, acc="", count=256):
+    """count random entries of a large output (host) against exact dot products."""
+    at, ref = sample_expected(a, b, precision, rng, out.shape, count)
+    return matches(np.asarray(out)[at], ref, precision, acc)
+
+
+def reference(a, b, precision, b_layout="kn", k=None):
+    """The exact product of operands as gemm() takes them.
+
+    Integers in int64 (exact), fp16 in float64. a is (..., M, K); b is
+    (..., K, N) for b_layout 'kn' or (..., N, K) for 'nk'. INT4 operands come
+    packed: a (..., M, K/2); b (..., N, K/2) for 'nk', or pack_int4_kn's
+    (..., K/4, N) uint16 units for 'kn'.
+    """
+    if precision == "int4" and b_layout == "kn":         # 16-bit units of 4 k
+        b = unpack_int4_kn(b, k)
+        precision_b = "int8"
+    else:
+        precision_b = precision
+    b_nk = np.asarray(b) if b_layout == "nk" else np.swapaxes(np.asarray(b), -1, -2)
+    if precision == "int4":
+        a = unpack_int4(a, k)
+    if precision_b == "int4":
+        b_nk = unpack_int4(b_nk, k)
+    wide = np.float64 if precision == "fp16" else np.int64
+    return np.asarray(a).astype(wide) @ np.swapaxes(b_nk.astype(wide), -1, -2)

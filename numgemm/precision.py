@@ -1,0 +1,75 @@
+"""What each precision is: the one home of the per-precision facts.
+
+Every other module asks a Precision (``PRECISIONS["int8"]``) rather than
+keeping its own table: the element width, the mma.sync shapes and their
+routine names, the WMMA shape and its SASS, the dtypes gemm() takes and
+returns, the values the checks draw, the tolerance, the poison.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Precision:
+    name: str
+    bits: int                 # bits per input element
+    acc: str                  # default accumulator: f32 | s32
+    mma_ks: tuple             # k of the m16n8k mma shapes, largest first
+    mma_types: dict           # accumulator -> the mma routine's type suffix (ptx_asm/mma.ptx)
+    wmma: tuple               # (m, n, k) of the WMMA operation
+    wmma_name: str            # baselines/wmma_<name>.cu
+    wmma_sass: str            # the SASS opcode WMMA compiles to where it is native
+    host_dtype: object        # dtype of the arrays gemm() takes (int4: packed uint8)
+    out_dtype: object
+    values: tuple             # [lo, hi) of the random integers the checks draw; () for normal floats
+    ceiling: str              # the mma routine whose register-only loop is this precision's ceiling
+
+    def kbytes(self, k):
+        """Bytes that k elements take in a row (INT4: two per byte)."""
+        return k * self.bits // 8
+
+    @property
+    def k_per_unit(self):
+        """K elements in one 16-bit unit of a K x N ("kn") B: ldmatrix.trans
+        moves 16-bit units, so K x N B is stored as (K / k_per_unit, N) units,
+        each holding consecutive k of one column (fp16: 1, INT4: 4)."""
+        return 16 // self.bits
+
+    @property
+    def exact(self):
+        """Integer results are exact: compared entry for entry."""
+        return self.name != "fp16"
+
+    def tolerance(self, acc=""):
+        """Relative Frobenius error a result may have against the float64
+        reference: 0 for integers; FP16 with f32 accumulation 1e-3, with f16
+        accumulation (rounded at every step) 2e-2."""
+        if self.exact:
+            return 0.0
+        return 2e-2 if acc == "f16" else 1e-3
+
+    def out_dtype_for(self, acc):
+        """The dtype of C: float16 for the f16-accumulate variant, else out_dtype."""
+        return np.dtype(np.float16 if acc == "f16" else self.out_dtype)
+
+    @property
+    def poison(self):
+        """What an output is filled with before a checked launch, so that an
+        element the kernel never writes fails the comparison."""
+        return np.nan if not self.exact else -(2**31)
+
+    @property
+    def ceiling_k(self):
+        return int(self.ceiling.split("k")[1].split("_")[0])
+
+
+PRECISIONS = {
+    "fp16": Precision("fp16", 16, "f32", (16, 8), {"f32": "f16_f32", "f16": "f16_f16"}, (16, 16, 16), "f16",
+                      "HMMA.16816.F32", np.float16, np.float32, (), "mma_m16n8k16_f16_f32"),
+    "int8": Precision("int8", 8, "s32", (32, 16), {"s32": "s8_s32"}, (16, 16, 16), "s8",
+                      "IMMA.16816.S8.S8", np.int8, np.int32, (-128, 128), "mma_m16n8k32_s8_s32"),
+    "int4": Precision("int4", 4, "s32", (64, 32), {"s32": "s4_s32"}, (8, 8, 32), "s4",
+                      "IMMA.8832.S4.S4", np.uint8, np.int32, (-8, 8), "mma_m16n8k64_s4_s32"),
+}

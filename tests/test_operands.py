@@ -1,0 +1,73 @@
+"""numgemm.operands: the values, references, poison and comparisons every check uses."""
+
+import numpy as np
+import pytest
+
+from numgemm import operands, registry
+from numgemm.operands import reference
+from numgemm.quant import pack_int4
+
+
+def test_reference_layouts(rng):
+    a = rng.integers(-8, 8, (4, 6))
+    bt = rng.integers(-8, 8, (5, 6))
+    want = a @ bt.T
+    assert np.array_equal(reference(a.astype(np.int8), bt.astype(np.int8), "int8", "nk"), want)
+    assert np.array_equal(reference(a.astype(np.int8), bt.T.astype(np.int8), "int8", "kn"), want)
+    assert np.array_equal(reference(pack_int4(a), pack_int4(bt), "int4", "nk", k=6), want)
+
+
+@pytest.mark.parametrize("precision", ["fp16", "int8", "int4"])
+@pytest.mark.parametrize("layout", ["nk", "kn"])
+def test_in_layout_agrees_with_the_reference(precision, layout, rng):
+    """What gemm() is handed in either B layout multiplies out, through the
+    packed reference, to the product of the values."""
+    if precision == "int8" and layout == "kn":
+        pytest.skip("no K x N int8 kernel")
+    a, b = operands.values(precision, 2, 5, 7, 12, rng)
+    assert np.any(a != 0) and np.any(b != 0)
+    ha, hb = operands.in_layout(precision, layout, a, b)
+    b_as = hb if layout == "kn" else np.swapaxes(hb, -1, -2)
+    got = reference(ha, b_as, precision, layout, k=12)
+    assert operands.mismatch(got, operands.expected(precision, a, b), precision) is None
+
+
+def test_mismatch_says_where():
+    ref = np.arange(12, dtype=np.int64).reshape(1, 3, 4)
+    got = ref.astype(np.int32).copy()
+    assert operands.mismatch(got, ref, "int8") is None
+    got[0, 2, 1] = -(2**31)                                       # an element left poisoned
+    assert operands.mismatch(got, ref, "int8") == "1 of 12 entries differ; first at (0, 2, 1): -2147483648 != 9"
+    f = np.ones((2, 2))
+    assert operands.mismatch(np.full((2, 2), np.nan, np.float32), f, "fp16").endswith("not finite (unwritten or overflowed)")
+    assert operands.mismatch(f * 1.01, f, "fp16").startswith("relative error")
+    assert operands.mismatch(f * 1.01, f, "fp16", acc="f16") is None       # f16 accumulation: 2e-2
+
+
+def test_sample_matches_finds_a_wrong_entry(rng):
+    a, bt = operands.values("int8", 1, 64, 48, 32, rng)
+    c = operands.expected("int8", a, bt)
+    assert operands.sample_matches(c, a, bt, "int8", rng, count=4096)
+    c[0, 5, 7] += 1
+    assert not operands.sample_matches(c, a, bt, "int8", np.random.default_rng(1), count=64 * 48 * 8)
+
+
+def test_kernel_operands_follow_the_config(rng):
+    cfg = registry.get("int4_ptx_mma_k64_kn", "paper")
+    a, b, ref = operands.kernel_operands(cfg, 1, 16, 24, 64, rng)
+    assert a.dtype == np.uint8 and b.dtype == np.uint16 and b.shape == (1, 16, 24)
+    assert np.array_equal(reference(a, b, "int4", "kn", k=64), ref)
+
+
+@pytest.mark.parametrize("precision", ["fp16", "int8", "int4"])
+def test_checks_catch_wrong_results(precision, rng):
+    """The full and sampled checks fail on a wrong output, pass on the right one."""
+    a, b = operands.values(precision, 2, 24, 16, 40, rng)
+    ref = operands.expected(precision, a, b)
+    out = ref.astype(np.float32 if precision == "fp16" else np.int32)
+    assert operands.matches(out, ref, precision)
+    wrong = out.copy()
+    wrong[1, 3, 5] += 7
+    assert not operands.matches(wrong, ref, precision)
+    assert operands.sample_matches(out, a, b, precision, rng)
+    assert not operands.sample_matches(np.zeros_like(out), a, b, precision, rng)

@@ -10,7 +10,6 @@ from dataclasses import dataclass, fields, replace
 from .precision import PRECISIONS
 from .toolchain import parse_target, target_name
 
-
 SWIZZLE_BYTES = 128         # a swizzled shared row (and a TMA box's row): the 128-byte swizzle's span
 
 

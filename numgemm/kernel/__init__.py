@@ -2,7 +2,7 @@
 
     skeleton.py        the kernel: tile walk, stage ring, prologue, k loop,
                        reduction, store; it reads the two seams only
-    seams.py           WarpRoutine and CopyRoutine, and which file serves a config
+    seams.py           WarpRoutine and CopyRoutine
     warp_mma.py        ldmatrix + mma.sync (ptx_asm/)
     warp_wmma.py       WMMA (baselines/)
     copy_cp_async.py   cp.async, each thread its 16-byte pieces
@@ -19,8 +19,13 @@ from numba import cuda, types
 
 from ..sass import build
 from ..toolchain import has_native_s4_mma, parse_target
-from . import dp4a, skeleton
+from . import copy_cp_async, copy_tma, copy_widen, dp4a, skeleton, warp_mma, warp_wmma
 from .regs import OUT, i32, u8, u32, u64
+
+#: Which file builds a config's warp routine (by op) and copy routine (by copy;
+#: INT4 with unpack="tile" widens on its way in).
+WARP_ROUTINES = {"mma": warp_mma.routine, "wmma": warp_wmma.routine}
+COPY_ROUTINES = {"cp_async": copy_cp_async.routine, "tma": copy_tma.routine, "widen": copy_widen.routine}
 
 
 def argtypes(cfg):
@@ -34,7 +39,11 @@ def argtypes(cfg):
 
 def kernel_function(cfg):
     """The Python function of cfg's kernel, ready for cuda.jit or an offline build."""
-    return (dp4a if cfg.op == "dp4a" else skeleton).kernel_function(cfg)
+    if cfg.op == "dp4a":
+        return dp4a.kernel_function(cfg)
+    # Shared memory and the warps see cfg.shared_view: cfg itself, or (unpack="tile") its s8 tiles.
+    copy = "widen" if cfg.unpack == "tile" and cfg.copy == "cp_async" else cfg.copy
+    return skeleton.kernel_function(cfg, WARP_ROUTINES[cfg.op](cfg.shared_view), COPY_ROUTINES[copy](cfg))
 
 
 def build_config(cfg, target="sm_89"):

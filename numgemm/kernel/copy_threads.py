@@ -20,9 +20,8 @@ from numba import cuda
 
 from .. import primitives as P
 from ..config import SWIZZLE_BYTES
-from .regs import device, i32, u32, u64
+from .regs import device, i32, swizzled, u32, u64
 from .seams import CopyRoutine
-from .warp_mma import swizzled
 
 #: One thread's part of one operand's copies, set up once: A or an N x K B
 #: (k along the rows; kb: K's bytes), or a K x N B (k down the rows: its
@@ -55,7 +54,7 @@ def routine(cfg, copy_one, land_one, n_regs, commit, wait):
     setup_b, at_b = (_k_rows_walk if kn else _rows_walk)(cfg, b_rows, b_bytes, sv.pitch_b, cfg.b_copy_bytes,
                                                        sv.tile_bytes_a)
     make_policy = getattr(P.routines(cfg.linkage), f"policy_{cfg.evict}") if cfg.evict != "none" else None
-    tile_a, bkb, bm, bn = sv.tile_bytes_a, cfg.bk_bytes, cfg.bm, cfg.bn
+    bkb, bm, bn = cfg.bk_bytes, cfg.bm, cfg.bn
     b_esize, bk_units = 2, cfg.bk // cfg.prec.k_per_unit     # K x N B: 16-bit units; rows of its tile
 
     def start(smem, tmaps, tid):
@@ -80,6 +79,8 @@ def routine(cfg, copy_one, land_one, n_regs, commit, wait):
         land_b(b_rows - st.b.r, st.b.dst + off, st.regs)
 
     def inside(m0, n0, dims):
+        # An if, not the returned `and` chain: returned, it changed the SASS
+        # of the interior-loop kernels.
         M, N, K, KB, NB = dims
         if m0 + bm <= M and KB % bkb == 0 and (
                 (n0 + bn) * b_esize <= NB and K % bk_units == 0 if kn else n0 + bn <= N):

@@ -13,6 +13,8 @@ from llvmlite import ir
 from numba import cuda, types
 from numba.cuda.extending import intrinsic
 
+from ..config import swizzled_offset
+
 u8, u32, u64, i32 = types.uint8, types.uint32, types.uint64, types.int32
 #: Numba type of an accumulator register, by KernelConfig.acc (f16: two halves in a 32-bit word).
 ACC = {"f32": types.float32, "s32": types.int32, "f16": types.uint32}
@@ -96,3 +98,8 @@ def sar8(typingctx, v):
     def codegen(context, builder, sig, args):
         return builder.ashr(args[0], ir.Constant(args[0].type, 8))
     return v(v), codegen
+
+
+#: config.swizzled_offset (the 128-byte swizzle) as a device function: the
+#: copy paths write where the warp routines' readers look.
+swizzled = device(swizzled_offset)

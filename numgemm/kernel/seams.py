@@ -1,9 +1,10 @@
 """The skeleton's two seams: what it calls of a warp routine and of a copy routine.
 
 A kernel is the skeleton (numgemm.kernel.skeleton) with one warp routine and
-one copy routine, each chosen once from the config. Adding a path is adding
-a file that builds one of these tuples and a line in the table below; the
-skeleton does not change. Every member is an inline device function.
+one copy routine, each chosen once from the config (numgemm.kernel's
+tables). Adding a path is adding a file that builds one of these tuples and
+a line in a table; the skeleton does not change. Every member is an inline
+device function.
 """
 
 from typing import NamedTuple
@@ -53,19 +54,3 @@ class CopyRoutine(NamedTuple):
     commit: object
     wait: object
     inside: object
-
-
-def warp_routine(cfg):
-    """cfg's warp routine: op picks the file."""
-    from . import warp_mma, warp_wmma
-
-    return {"mma": warp_mma.routine, "wmma": warp_wmma.routine}[cfg.op](cfg)
-
-
-def copy_routine(cfg):
-    """cfg's copy routine: copy (and, for INT4, unpack="tile") picks the file."""
-    from . import copy_cp_async, copy_tma, copy_widen
-
-    if cfg.copy == "tma":
-        return copy_tma.routine(cfg)
-    return (copy_widen if cfg.unpack == "tile" else copy_cp_async).routine(cfg)

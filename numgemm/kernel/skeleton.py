@@ -26,29 +26,23 @@ from numba import cuda
 
 from .. import primitives as P
 from ..config import SWIZZLE_BYTES
-from .regs import ACC, divmod32, generated, i32, device, u8
-from .seams import copy_routine, warp_routine
+from .regs import ACC, device, divmod32, generated, i32, u8
 
 
-def kernel_function(cfg):
-    """The Python function of cfg's tensor-core kernel."""
+def kernel_function(cfg, warp_rt, copy_rt):
+    """The Python function of cfg's kernel with this WarpRoutine and CopyRoutine."""
     # Shared memory and the warps see sv: cfg itself, or (unpack="tile") its s8 tiles.
     sv = cfg.shared_view
-    warp, copy = warp_routine(sv), copy_routine(cfg)
-    init, frags, load_frags, compute, store = warp
-    start_copies, setup_copies, stage_copies, issue, land, commit, wait, all_inside = copy
+    init, frags, load_frags, compute, store = warp_rt
+    start_copies, setup_copies, stage_copies, issue, land, commit, wait, all_inside = copy_rt
     k_reduce = _k_reduce(sv) if cfg.warps_k > 1 else None
-    tile_steps = _tile_steps(sv, warp, copy.issue)
-    tile_of, warp_tiles = _tile_of(cfg), _warp_tiles(cfg)
-
-    bm, bn, bkb = cfg.bm, cfg.bn, cfg.bk_bytes
+    tile_steps = _tile_steps(sv, warp_rt, issue)
+    tile_of, warp_tiles, copiers, barrier, next_stage = (_tile_of(cfg), _warp_tiles(cfg), _copiers(cfg),
+                                                         _barrier(cfg), _next_stage(sv))
+    bm, bn, bkb, stages, stage_bytes = cfg.bm, cfg.bn, cfg.bk_bytes, cfg.stages, sv.stage_bytes
     wm, wn = cfg.warp_tile
-    warps_n, warps_k, stages = cfg.warps_n, cfg.warps_k, cfg.stages
-    warps_mn = cfg.warps_m * warps_n
-    private, k_stagger, spread = cfg.private_tiles, cfg.k_stagger, cfg.copy_parts > 1
-    stage_bytes, tile_a, tile_b = sv.stage_bytes, sv.tile_bytes_a, sv.tile_bytes_b
-    pipe_bytes = stages * stage_bytes
-    double, interior = cfg.reg_buffers == 2, cfg.interior
+    warps_n, warps_k, warps_mn = cfg.warps_n, cfg.warps_k, cfg.warps_m * cfg.warps_n
+    k_stagger, spread, double, interior = cfg.k_stagger, cfg.copy_parts > 1, cfg.reg_buffers == 2, cfg.interior
 
     def gemm_kernel(A, B, C, M, N, K, KB, NB, c_aligned, tmaps):
         """K: rows of B when it is K x N (k units), else unused; KB: bytes of K
@@ -68,14 +62,7 @@ def kernel_function(cfg):
 
         # -- the copy routine's start and this thread's part of its copies
         sbase, ctx = start_copies(P.shared_addr(cuda.shared.array(0, u8), 0), tmaps, tid)
-        if private:            # this warp's own A rows and B columns, copied by its lanes
-            a_row0, b_row0, copier = m0 + wr * wm, n0 + wc * wn, lane
-            tile_off = warp * (tile_a + tile_b)
-            a_warp = b_warp = 0
-        else:
-            a_row0, b_row0, copier = m0, n0, tid
-            tile_off = 0
-            a_warp, b_warp = wr * wm, wc * wn
+        a_row0, b_row0, copier, tile_off, a_warp, b_warp = copiers(m0, n0, wr, wc, warp, lane, tid)
         cs = setup_copies(ctx, sbase, A, B, z, zb, a_row0, b_row0, copier, tile_off, dims)
         ktiles = (KB + bkb - 1) // bkb
         k_first = divmod32(cuda.blockIdx.x * k_stagger, ktiles)[1] if k_stagger else 0
@@ -88,23 +75,13 @@ def kernel_function(cfg):
                 kt -= ktiles
             return stage_copies(cs, kt, off, inside)
 
-        def next_stage(off):
-            """The byte offset of the stage after the one at off (a ring)."""
-            return off + stage_bytes if off + stage_bytes < pipe_bytes else 0
-
-        def barrier():
-            if private:
-                cuda.syncwarp()
-            else:
-                cuda.syncthreads()
-
         # -- the prologue: the first stages - 1 k-tiles
         for s in range(stages - 1):
             if s < ktiles:
                 issue(stage(s, s * stage_bytes, False), -1)
                 land(cs, s * stage_bytes)
             commit()
-        wait(cs, 0, 0, ktiles)         # tile 0 has landed (this thread's copies)
+        wait(cs, 0, 0, ktiles)              # tile 0 has landed (this thread's copies)
         barrier()                           # ... everyone's
 
         fa, fb = frags()
@@ -152,6 +129,38 @@ def kernel_function(cfg):
 
     gemm_kernel.__name__ = cfg.name
     return gemm_kernel
+
+
+def _copiers(cfg):
+    """copiers(m0, n0, wr, wc, warp, lane, tid) -> (row_a, row_b, copier,
+    tile_off, a_warp, b_warp): the first row of A and column of B that this
+    thread's shared tiles cover, its index among the threads that copy them,
+    the byte offset of its tiles in a stage, and its warp's first row and
+    column in them. private_tiles: each warp stages its own A rows and B
+    columns, copied by its own lanes; else the block shares one tile of each."""
+    tile_ab = cfg.shared_view.tile_bytes_a + cfg.shared_view.tile_bytes_b
+    wm, wn = cfg.warp_tile
+    if cfg.private_tiles:
+        def copiers(m0, n0, wr, wc, warp, lane, tid):
+            return m0 + wr * wm, n0 + wc * wn, lane, warp * tile_ab, 0, 0
+    else:
+        def copiers(m0, n0, wr, wc, warp, lane, tid):
+            return m0, n0, tid, 0, wr * wm, wc * wn
+    return device(copiers)
+
+
+def _barrier(cfg):
+    """The barrier after which a stage's copies are everyone's: the warp's
+    (private tiles) or the block's."""
+    if cfg.private_tiles:
+        return device(lambda: cuda.syncwarp())
+    return device(lambda: cuda.syncthreads())
+
+
+def _next_stage(sv):
+    """next_stage(off): the byte offset of the stage after the one at off (a ring)."""
+    stage_bytes, pipe_bytes = sv.stage_bytes, sv.stages * sv.stage_bytes
+    return device(lambda off: off + stage_bytes if off + stage_bytes < pipe_bytes else 0)
 
 
 def _tile_of(cfg):

@@ -13,10 +13,21 @@ from numba import cuda, types
 
 from .. import primitives as P
 from ..config import swizzled_offset
-from .regs import ACC, device, fragments, generated, getter, sar8, setter, u8, u32, u64, zeroed
+from .regs import (
+    ACC,
+    device,
+    fragments,
+    generated,
+    getter,
+    sar8,
+    setter,
+    swizzled,
+    u8,
+    u32,
+    u64,
+    zeroed,
+)
 from .seams import WarpRoutine
-
-swizzled = device(swizzled_offset)
 
 
 def routine(cfg):

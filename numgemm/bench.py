@@ -193,117 +193,136 @@ def select(args):
 
 
 def run(args):
+    """(device name, ceilings, rows): every chosen kernel checked, then timed
+    at every size, beside the library peers, with the ratios filled in."""
     from numba import cuda
 
     from . import registry
-    from .api import plan_gemm
-    from .peers import peer_runs
-    from .timing import time_gpu, time_host
 
     dev = cuda.get_current_device()
     name = dev.name.decode() if isinstance(dev.name, bytes) else dev.name
-    log(f"numgemm bench on {name} (sm_{dev.compute_capability[0]}{dev.compute_capability[1]}), "
-        f"batch {args.batch}, sizes {args.sizes}")
+    cc = tuple(dev.compute_capability)
+    log(f"numgemm bench on {name} (sm_{cc[0]}{cc[1]}), batch {args.batch}, sizes {args.sizes}")
     log("measuring the mma.sync ceilings ...")
     ceilings = measure_ceilings()
     for op, value in ceilings.items():
         log(f"  {op}: {value:.0f} T(FL)OPS")
     rng = np.random.default_rng(args.seed)
     rows, times = [], {}
-    l2 = getattr(dev, "L2_CACHE_SIZE", 50 * 2**20)
-
-    cc = dev.compute_capability
     if "int4" in args.precision:
         log(registry.describe_default("int4", cc))
     shapes = [tuple(map(int, x.lower().split("x"))) for x in args.shapes] if args.shapes else \
         [(n, n, n) for n in args.sizes]
     for precision in PRECISION_ORDER:
-        if precision not in args.precision:
-            continue
         chosen = [c for c in select(args) if c[2].precision == precision]
-        if not chosen:
+        if precision not in args.precision or not chosen:
             continue
-        # Compile and check every kernel once, on an irregular batched shape.
-        batch, M, N, K = CHECK_SHAPE
-        a, b = operands.values(precision, batch, M, N, K, rng)
-        ref = operands.expected(precision, a, b)
-        dev_ops = {}
-        status, compile_s, host_us = {}, {}, {}
-        for preset, kname, cfg in chosen:
-            key = (preset, kname)
-            log(f"[{precision}] compile + check {preset}/{kname} ({cfg.name})")
-            why = cfg.unsupported(cc)
-            if why:
-                log(f"  {kname}: not launched: {why}")
-                status[key] = "n/a"
-                continue
-            if cfg.b_layout not in dev_ops:
-                dev_ops[cfg.b_layout] = operands.to_device(precision, cfg.b_layout, a, b)
-            da, db = dev_ops[cfg.b_layout]
-            out = operands.poisoned(precision, (batch, M, N), cfg.acc)
-            t0 = time.perf_counter()
-            try:
-                plan = plan_gemm(da, db, precision=precision, kernel=cfg, out=out, k=K)
-                compile_s[key] = time.perf_counter() - t0
-                plan.launch()
-                cuda.synchronize()
-                why = operands.mismatch(out.copy_to_host(), ref, precision, cfg.acc)
-                ok = why is None
-                host_us[key] = time_host(lambda: plan_gemm(da, db, precision=precision, kernel=cfg,
-                                                           out=out, k=K).launch())
-            except Exception as e:  # noqa: BLE001 - a failing kernel is reported, not fatal
-                log(f"  {kname}: {type(e).__name__}: {e}")
-                ok = False
-            status[key] = "ok" if ok else "FAIL"
-            if not ok:
-                log(f"  {kname}: FAIL against the reference" + (f": {why}" if why else ""))
-        del dev_ops
-
+        checked = _check(precision, chosen, cc, rng)
         for M, N, K in shapes:
             label = f"{M}x{N}x{K}" if args.shapes else M
-            batch = args.batch
-            work = 2.0 * batch * M * N * K
-            a, b = operands.values(precision, batch, M, N, K, rng)
-            ws = batch * (PRECISIONS[precision].bits / 8 * (M + N) * K + 4 * M * N)
-            sets = min(8, max(1, math.ceil(3 * l2 / ws)))      # rotate when L2 would hold it
-            host_sets = [(a, b)] + [operands.values(precision, batch, M, N, K, rng) for _ in range(sets - 1)]
-            dev_sets = {}
-            for preset, kname, cfg in chosen:
-                key = (preset, kname)
-                row = Row(precision, label, preset, kname, cfg.name, status[key],
-                          compile_s=compile_s.get(key, math.nan), host_us=host_us.get(key, math.nan))
-                rows.append(row)
-                if row.status != "ok":
-                    continue
-                log(f"[{precision} {label}] time {preset}/{kname}")
-                if cfg.b_layout not in dev_sets:
-                    dev_sets[cfg.b_layout] = [operands.to_device(precision, cfg.b_layout, *hs) for hs in host_sets]
-                outs = [operands.poisoned(precision, (batch, M, N), cfg.acc) for _ in host_sets]
-                plans = [plan_gemm(x, y, precision=precision, kernel=cfg, out=o, k=K)
-                         for (x, y), o in zip(dev_sets[cfg.b_layout], outs)]
-                ms, _ = time_gpu(lambda i: plans[i % sets].launch(), repeats=args.repeats)
-                if not operands.sample_matches(outs[0].copy_to_host(), a, b, precision, rng, cfg.acc):
-                    row.status = "FAIL"
-                    log(f"  {kname}: FAIL at {label} (sampled check)")
-                    continue
-                row.ms, row.tops = ms, work / (ms * 1e-3) / 1e12
-                row.ceiling_pct = 100 * row.tops / ceiling_for(cfg, ceilings)
-                times[preset, kname, label] = ms
-                # Each result as it comes: a run cut short keeps what it measured.
-                log(f"  {kname}: {ms:.3f} ms, {row.tops:.1f} T(FL)OPS")
-            del dev_sets
-            for pname, prun, pcheck in ([] if args.no_peers else peer_runs(precision, M, N, K, batch, rng)):
-                log(f"[{precision} {label}] time {pname}")
-                ms, _ = time_gpu(prun, repeats=args.repeats)
-                row = Row(precision, label, "library", pname, pname, "ok" if pcheck() else "FAIL")
-                if row.status == "ok":
-                    row.ms, row.tops = ms, work / (ms * 1e-3) / 1e12
-                    row.ceiling_pct = 100 * row.tops / ceiling_for("int8" if precision == "int4" else precision, ceilings)
-                    times["library", precision, label] = ms
-                rows.append(row)
+            rows += _time_shape(precision, chosen, checked, (M, N, K), label, args, ceilings, times, rng)
+    _ratios(rows, times, args.family)
+    return name, ceilings, rows
 
-    family_base = next(iter(registry.FAMILIES["tuned"][args.family])) if args.family else None
-    for row in rows:   # ratios: other kernel's time over this one's, from this run
+
+def _check(precision, chosen, cc, rng):
+    """{(preset, name): (status, compile s, host us)}: each kernel compiled and
+    checked once against the exact reference, on an irregular batched shape."""
+    from numba import cuda
+
+    from .api import plan_gemm
+    from .timing import time_host
+
+    batch, M, N, K = CHECK_SHAPE
+    a, b = operands.values(precision, batch, M, N, K, rng)
+    ref = operands.expected(precision, a, b)
+    dev_ops, checked = {}, {}
+    for preset, kname, cfg in chosen:
+        log(f"[{precision}] compile + check {preset}/{kname} ({cfg.name})")
+        why = cfg.unsupported(cc)
+        if why:
+            log(f"  {kname}: not launched: {why}")
+            checked[preset, kname] = ("n/a", math.nan, math.nan)
+            continue
+        if cfg.b_layout not in dev_ops:
+            dev_ops[cfg.b_layout] = operands.to_device(precision, cfg.b_layout, a, b)
+        da, db = dev_ops[cfg.b_layout]
+        out = operands.poisoned(precision, (batch, M, N), cfg.acc)
+        t0 = time.perf_counter()
+        compile_s = host_us = math.nan
+        try:
+            plan = plan_gemm(da, db, precision=precision, kernel=cfg, out=out, k=K)
+            compile_s = time.perf_counter() - t0
+            plan.launch()
+            cuda.synchronize()
+            why = operands.mismatch(out.copy_to_host(), ref, precision, cfg.acc)
+            host_us = time_host(lambda: plan_gemm(da, db, precision=precision, kernel=cfg, out=out, k=K).launch())
+        except Exception as e:  # noqa: BLE001 - a failing kernel is reported, not fatal
+            why = f"{type(e).__name__}: {e}"
+        if why:
+            log(f"  {kname}: FAIL against the reference: {why}")
+        checked[preset, kname] = ("FAIL" if why else "ok", compile_s, host_us)
+    return checked
+
+
+def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times, rng):
+    """The rows of one problem shape: each checked kernel timed (inputs rotated
+    when they fit in L2) and its output sampled, then the library peers."""
+    from numba import cuda
+
+    from .api import plan_gemm
+    from .peers import peer_runs
+    from .timing import time_gpu
+
+    (M, N, K), batch, rows = shape, args.batch, []
+    work = 2.0 * batch * M * N * K
+    l2 = getattr(cuda.get_current_device(), "L2_CACHE_SIZE", 50 * 2**20)
+    ws = batch * (PRECISIONS[precision].bits / 8 * (M + N) * K + 4 * M * N)
+    sets = min(8, max(1, math.ceil(3 * l2 / ws)))      # rotate when L2 would hold it
+    host_sets = [operands.values(precision, batch, M, N, K, rng) for _ in range(sets)]
+    a, b = host_sets[0]
+    dev_sets = {}
+    for preset, kname, cfg in chosen:
+        status, compile_s, host_us = checked[preset, kname]
+        row = Row(precision, label, preset, kname, cfg.name, status, compile_s=compile_s, host_us=host_us)
+        rows.append(row)
+        if row.status != "ok":
+            continue
+        log(f"[{precision} {label}] time {preset}/{kname}")
+        if cfg.b_layout not in dev_sets:
+            dev_sets[cfg.b_layout] = [operands.to_device(precision, cfg.b_layout, *hs) for hs in host_sets]
+        outs = [operands.poisoned(precision, (batch, M, N), cfg.acc) for _ in host_sets]
+        plans = [plan_gemm(x, y, precision=precision, kernel=cfg, out=o, k=K)
+                 for (x, y), o in zip(dev_sets[cfg.b_layout], outs)]
+        ms, _ = time_gpu(lambda i: plans[i % sets].launch(), repeats=args.repeats)
+        if not operands.sample_matches(outs[0].copy_to_host(), a, b, precision, rng, cfg.acc):
+            row.status = "FAIL"
+            log(f"  {kname}: FAIL at {label} (sampled check)")
+            continue
+        row.ms, row.tops = ms, work / (ms * 1e-3) / 1e12
+        row.ceiling_pct = 100 * row.tops / ceiling_for(cfg, ceilings)
+        times[preset, kname, label] = ms
+        # Each result as it comes: a run cut short keeps what it measured.
+        log(f"  {kname}: {ms:.3f} ms, {row.tops:.1f} T(FL)OPS")
+    del dev_sets
+    for pname, prun, pcheck in ([] if args.no_peers else peer_runs(precision, M, N, K, batch, rng)):
+        log(f"[{precision} {label}] time {pname}")
+        ms, _ = time_gpu(prun, repeats=args.repeats)
+        row = Row(precision, label, "library", pname, pname, "ok" if pcheck() else "FAIL")
+        if row.status == "ok":
+            row.ms, row.tops = ms, work / (ms * 1e-3) / 1e12
+            row.ceiling_pct = 100 * row.tops / ceiling_for("int8" if precision == "int4" else precision, ceilings)
+            times["library", precision, label] = ms
+        rows.append(row)
+    return rows
+
+
+def _ratios(rows, times, family):
+    """Each row's ratios: another kernel's time over this one's, from this run."""
+    from . import registry
+
+    family_base = next(iter(registry.FAMILIES["tuned"][family])) if family else None
+    for row in rows:
         if row.status != "ok" or math.isnan(row.ms):
             continue
         base = times.get((row.preset, registry.BASELINE[row.precision], row.n))
@@ -315,7 +334,6 @@ def run(args):
             fam = times.get((row.preset, family_base, row.n))
             row.vs_base = fam / row.ms if fam else math.nan
         row.vs_library = lib / row.ms if lib else math.nan
-    return name, ceilings, rows
 
 
 HEADERS = ["precision", "N", "preset", "kernel", "status", "time ms", "T(FL)OPS", "% mma ceil",

@@ -24,3 +24,17 @@ def test_example_kernel_builds_for_sm89():
 def test_example_runs(capsys):
     exec(EXAMPLE, {})
     assert "ok: one warp" in capsys.readouterr().out
+
+
+def test_results_table_is_the_bench_json():
+    """The README's table is regenerated from the bench JSON it names, never typed."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, "scripts/readme_table.py", "--check"], cwd=root)
+    assert proc.returncode == 0, "README.md's results table differs from its JSON: run scripts/readme_table.py"
+
+
+def test_readme_is_a_users_guide():
+    assert len(README.splitlines()) <= 250

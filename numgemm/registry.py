@@ -5,63 +5,17 @@
 tiles in shared memory (no sharing, no padding), BK = one mma's k, a 2-stage
 cp.async.ca pipeline.
 
-``tuned``: tilings chosen for speed on Hopper by sweeps at N=8192 on an
-H200 (2026-11-29), with a cp.async.cg pipeline, 128 bytes of K per stage
-(half the barriers of 64-byte stages), blocks rasterized in groups of 8
-tile rows, and two fragment register buffers so that the next k step's
-ldmatrix overlaps this one's mmas across the barrier (637 -> 811 TOPS for
-INT8 at one block per SM):
-
-- FP16, INT8: 256 x 128 block tiles of eight 64 x 64 warp tiles, one block
-  per SM, 4 stages (216 KB). Over 128 x 128 tiles at two blocks per SM
-  (719 TOPS INT8, 375 TFLOPS FP16) a block reads 25% fewer bytes from L2 per
-  mma (73% -> 61% of L2 throughput under Nsight Compute): 820 / 415.
-- INT4: 128 x 128 tiles, two blocks per SM, 3 stages, one fragment buffer
-  (with two, widening s4 to s8 in registers runs out of registers and
-  spills; 545 -> 631 TOPS with the exact widening).
-
-Each k-tile's copies start in two parts, before a warp's first two k steps
-(copy_parts=2; swizzled INT8 starts them at once, below). Started at once,
-they leave the k loop's longest stretch without an mma (76 SASS
-instructions for FP16, 38 for INT8), which every warp reaches together,
-right after the barrier; in two parts, 66 and 23.
-H200, 2026-11-30, N=8192: in two parts INT8 takes 3.6% and FP16 2.8% fewer
-cycles at locked base clocks (Nsight Compute); INT8 1334 -> 1297 us and
-INT4 (widened) 1411 -> 1383 us in interleaved timings. Three parts gained
-nothing for FP16 or INT8.
-
-A zero-filled copy (a tile row past the matrix) names an address in the
-matrix, at a 64-bit select per copy (outside tuned INT8's interior loop),
-except in tuned FP16 (zfill_src="any":
-cp.async's ignore-src reads nothing, so any address will do). Without the
-selects, tuned FP16 takes 1.6% fewer cycles at base clocks (4,049,902 ->
-3,983,328) and tuned INT8 2.3% more (2,093,224 -> 2,141,177), its copies
-scheduled otherwise (Nsight Compute, H200, 2026-11-30).
-
-Tuned FP16 also runs interior blocks (every copy in bounds) through their
-own k loop without the copies' checks (interior_loop): 296 -> 267 SASS
-instructions, 3,996,147 -> 3,898,826 cycles at base clocks
-(results/2026-11-30-h200-kloop/).
-
-Tuned FP16 and INT8 mma kernels keep their tiles in the 128-byte swizzle
-(swizzle; 16-byte chunk c of row r at c ^ (r % 8)) instead of padded rows:
-1/9 less shared memory, the same SASS instruction counts and cycles at base
-clocks (INT8 2,024,500 -> 2,032,508), and faster under the 700 W power cap:
-INT8 1168 -> 1125 us, FP16 2.368 -> 2.256 ms (bench, N=8192, H200,
-2026-11-30). Swizzled, INT8 also gains from the interior loop with its copies
-started at once (copy_parts=1): 1125 -> 1104 us interleaved; 1,999,164
-cycles and 282.0 M warp instructions against 2,032,508 and 329.9 M (padded,
-the same change took more cycles: 2,024,500 -> 2,052,100;
-results/2026-11-30-h200-swizzle/). WMMA reads rows of one stride only, so
-the WMMA baselines stay padded; the padded mma kernels are registered as
-_pad. The INT8 WMMA baseline keeps the copies in two parts in one checked
-loop: with the interior loop and the copies at once it ran at 1.849 ms,
-against 1.674 in the last bench without them.
+``tuned``: tilings chosen on an H200: FP16 and INT8 in 256 x 128 block tiles
+of eight 64 x 64 warp tiles, one block per SM, 4 stages, 128 bytes of K per
+stage, rasterized in groups of 8 tile rows, two fragment register buffers,
+128-byte swizzled tiles and an unchecked interior k loop; INT4 in 128 x 128
+tiles, two blocks per SM, 3 stages, padded. docs/findings.md gives the
+measurements behind each choice.
 
 Within a preset each family has a base config; its other kernels are that
 config with one field changed. WMMA baselines use the same block and warp
 tiling as their mma twins (unlike the study's INT4 WMMA, which used 8 x 8
-warp tiles).
+warp tiles); they stay padded, as WMMA reads rows of one stride.
 """
 
 from .config import KernelConfig, field_suffix
@@ -130,11 +84,7 @@ def _families(preset):
         # Memory-bound shapes (small M, quantized inference): 16-row tiles, long
         # K stages, so that N / 64 blocks stream B, each starting its k loop at
         # its own k-tile (k_stagger): blocks that all read the same column band
-        # of B's rows at once lose 5-7% of DRAM throughput. Interleaved A/B
-        # timings on an H200, 16 x 8192 x 8192 (2026-11-29/30, scratch sweeps
-        # in results/2026-11-29-h200/small_m/): INT8 26.2 us -> 25.2 (stagger,
-        # 4 warps across N, 2 per warp tile, 4 stages); INT4 17.6 -> 15.9
-        # (stagger, 8 warps across N).
+        # of B's rows at once lose DRAM throughput (docs/findings.md).
         # Their copies start all at once (copy_parts=1): measured so, not yet in parts.
         skinny = dict(bm=16, bn=64, warps_m=1, min_blocks=1, reg_buffers=2, k_stagger=1, copy_parts=1,
                       swizzle=False, interior_loop=False)

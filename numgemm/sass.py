@@ -17,8 +17,8 @@ from functools import cached_property
 from pathlib import Path
 
 from numba import types
-from numba.cuda.cudadrv import nvvm
 from numba.cuda.compiler import compile_cuda, kernel_fixup
+from numba.cuda.cudadrv import nvvm
 
 from .toolchain import parse_target, run_tool, target_name
 

@@ -19,7 +19,6 @@ from numba.cuda.cudadrv.devicearray import DeviceNDArray
 
 from . import registry, tensormap
 from .config import KernelConfig
-from .kernel import argtypes, compiled
 from .precision import PRECISIONS
 
 
@@ -59,17 +58,18 @@ class GemmPlan:
     stream: object
 
     def __post_init__(self):
+        from cuda.core import LaunchConfig
         from numba.cuda.cudadrv import driver
 
+        from .kernel import (  # the builder loads on the first plan
+            device_function,
+            launch_args,
+        )
+
         self.stream = driver._to_core_stream(self.stream)       # what cuda.core's launch takes
-        dispatcher = compiled(self.cfg)
-        kern = dispatcher.overloads[argtypes(self.cfg)]
-        self.cufunc = kern._codelibrary.get_cufunc()
+        self.cufunc = device_function(self.cfg, cuda.get_current_device().id)   # the kernel cache's
         _allow_dynamic_shared(self.cufunc, self.cfg.smem_bytes)
-        self._kernelargs = []
-        for ty, value in zip(kern.argument_types, self.args):
-            kern._prepare_args(ty, value, self.stream, [], self._kernelargs)
-        from cuda.core import LaunchConfig
+        self._kernelargs = launch_args(self.cfg, self.args)
         self._config = LaunchConfig(grid=self.grid, block=(self.cfg.threads, 1, 1),
                                     shmem_size=self.cfg.smem_bytes)
 

@@ -8,6 +8,7 @@ link, nvdisasm / cuobjdump for reading) with the target given instead.
 numgemm.inspect is the command line over it.
 """
 
+import hashlib
 import re
 import tempfile
 import time
@@ -20,9 +21,10 @@ from numba import types
 from numba.cuda.compiler import compile_cuda, kernel_fixup
 from numba.cuda.cudadrv import nvvm
 
-from .toolchain import parse_target, run_tool, target_name
+from .toolchain import arch_suffix, parse_target, run_tool, target_name
 
 _INSTR = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:\{\s*)?(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+_MANGLED = re.compile(r"_Z[\w$]+")
 _LABEL = re.compile(r"^\s*(\.L_x_\d+):")
 _BRANCH = re.compile(r"\bBRA\s+`\((\.L_x_\d+)\)")
 # One letter per instruction in a loop's shape: tensor-core mma, ldmatrix,
@@ -72,6 +74,14 @@ class Build:
     registers: int
     shared_bytes: int               # static shared memory
     local_bytes: int                # stack frame + local memory per thread: spills land here
+    cached: bool = False            # read from numgemm's kernel cache (seconds: the original build's)
+
+    @property
+    def digest(self):
+        """SHA-256 of the SASS with the mangled function names blanked: they
+        carry the defining module's path and a closure's id, which differ
+        between builds of the same code."""
+        return hashlib.sha256(_MANGLED.sub("_Z", self.sass).encode()).hexdigest()
 
     @property
     def instructions(self):
@@ -123,36 +133,72 @@ class Build:
     def summary(self):
         return (f"{self.name} [{self.target}]: {self.registers} registers, "
                 f"{self.shared_bytes} B static shared, {self.local_bytes} B local/thread, "
-                f"{len(self.instructions)} instructions, built in {self.seconds:.2f} s")
+                f"{len(self.instructions)} instructions, "
+                + (f"from the cache (built in {self.seconds:.2f} s)" if self.cached else f"built in {self.seconds:.2f} s"))
 
 
-def build(pyfunc, argtypes, target="sm_89", *, name=None, max_registers=None,
-          launch_bounds=None, lto=True):
-    """Compile a kernel function (not a dispatcher) for argtypes and link it
-    with its external code (.ptx, .cu) for target, without a GPU."""
-    cc = parse_target(target)
+#: NVVM's options for every numgemm build (offline and for the GPU alike).
+NVVM_OPTIONS = {"fastmath": False, "opt": 3}
+
+
+def front_end(pyfunc, argtypes, cc=(8, 0), *, max_registers=None, launch_bounds=None, lto=True):
+    """Numba's part of a build: (code library, entry name). The library's LLVM
+    IR does not depend on the target for cc >= 6.0 (numba-cuda reads the
+    compute capability only for atomics and some math), so one front end
+    serves every target: library_cubin(lib, target) links it for each."""
     pyfunc = getattr(pyfunc, "py_func", pyfunc)
-    start = time.perf_counter()
-    cres = compile_cuda(pyfunc, types.void, tuple(argtypes), cc=cc, lto=lto,
-                        max_registers=max_registers,
-                        nvvm_options={"fastmath": False, "opt": 3})
-    lib = cres.library
-    kernel = lib.get_function(cres.fndesc.llvm_func_name)
-    lib._entry_name = cres.fndesc.llvm_func_name
+    cres = compile_cuda(pyfunc, types.void, tuple(argtypes), cc=tuple(cc)[:2], lto=lto,
+                        max_registers=max_registers, nvvm_options=dict(NVVM_OPTIONS))
+    lib, entry = cres.library, cres.fndesc.llvm_func_name
+    kernel = lib.get_function(entry)
+    lib._entry_name = entry
     kernel_fixup(kernel, False)
     nvvm.set_launch_bounds(kernel, launch_bounds)
-    cubin = bytes(lib.get_cubin(cc=(*cc, "")).code)
-    seconds = time.perf_counter() - start
+    return lib, entry
+
+
+def library_cubin(lib, target):
+    """The library linked for target ('sm_89'; 'sm_90a': the arch-specific
+    target that Hopper-only instructions need, as numba-cuda builds on sm_90)."""
+    return bytes(lib.get_cubin(cc=(*parse_target(target), arch_suffix(target))).code)
+
+
+def read_cubin(cubin, entry, name, target, seconds):
+    """A Build of a cubin: its SASS (nvdisasm) and resources (cuobjdump)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "kernel.cubin"
         path.write_bytes(cubin)
         sass = run_tool("nvdisasm", "-c", str(path))
         usage = run_tool("cuobjdump", "--dump-resource-usage", str(path))
-    entry = cres.fndesc.llvm_func_name
     res = _resources(usage, entry)
-    return Build(name=name or pyfunc.__name__, target=target_name(cc), cubin=cubin,
-                 seconds=seconds, sass=sass, registers=res["REG"],
+    return Build(name=name, target=target, cubin=cubin, seconds=seconds, sass=sass, registers=res["REG"],
                  shared_bytes=res["SHARED"], local_bytes=res["LOCAL"] + res["STACK"])
+
+
+def build_many(pyfunc, argtypes, targets, *, name=None, max_registers=None, launch_bounds=None, lto=True):
+    """{target: Build}: a kernel function (not a dispatcher) compiled once
+    for argtypes and linked with its external code (.ptx, .cu) for each
+    target, without a GPU. A Build's seconds are its share: the front end
+    once, plus its own link."""
+    start = time.perf_counter()
+    ccs = [parse_target(t) for t in targets]
+    lib, entry = front_end(pyfunc, argtypes, min(ccs), max_registers=max_registers,
+                           launch_bounds=launch_bounds, lto=lto)
+    shared = time.perf_counter() - start
+    builds = {}
+    for target, cc in zip(targets, ccs):
+        t0 = time.perf_counter()
+        cubin = library_cubin(lib, target)
+        builds[target] = read_cubin(cubin, entry, name or getattr(pyfunc, "__name__", "kernel"),
+                                    target_name(cc) + arch_suffix(target),
+                                    shared / len(targets) + time.perf_counter() - t0)
+    return builds
+
+
+def build(pyfunc, argtypes, target="sm_89", **options):
+    """Compile a kernel function (not a dispatcher) for argtypes and link it
+    with its external code (.ptx, .cu) for target, without a GPU: a Build."""
+    return build_many(pyfunc, argtypes, [target], **options)[target]
 
 
 def _resources(usage, entry):

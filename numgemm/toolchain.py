@@ -35,9 +35,9 @@ BASELINES_DIR = _source_dir("baselines")
 
 
 def parse_target(target):
-    """'sm_89', '89', 89 or (8, 9) -> (8, 9)."""
+    """'sm_89', 'sm_90a', '89', 89 or (8, 9) -> (8, 9)."""
     if isinstance(target, tuple):
-        return target
+        return tuple(target[:2])
     text = str(target).lower().removeprefix("sm_").rstrip("a")
     if not text.isdigit() or len(text) < 2:
         raise ValueError(f"unknown target {target!r}; expected e.g. 'sm_89'")
@@ -46,6 +46,13 @@ def parse_target(target):
 
 def target_name(cc):
     return f"sm_{cc[0]}{cc[1]}"
+
+
+def arch_suffix(target):
+    """'a' for an arch-specific target ('sm_90a', or (9, 0, 'a')), else ''."""
+    if isinstance(target, tuple):
+        return target[2] if len(target) > 2 else ""
+    return "a" if str(target).lower().endswith("a") else ""
 
 
 def has_native_s4_mma(cc):

@@ -90,3 +90,26 @@ def test_unaligned_k_is_padded(rng):
     a = rng.integers(-128, 128, (33, 77), dtype=np.int8)
     bt = rng.integers(-128, 128, (29, 77), dtype=np.int8)
     assert np.array_equal(numgemm.gemm(a, bt.T), a.astype(np.int64) @ bt.T.astype(np.int64))
+
+
+@pytest.mark.gpu
+def test_a_new_process_runs_from_the_kernel_cache(tmp_path):
+    """The first gemm() of a process builds its kernel into the cache; the
+    next process's first gemm() loads it, builds nothing, and is exact."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = ("import json, numpy as np, numgemm; from numgemm import cache; "
+              "rng = np.random.default_rng(); a = rng.integers(-128, 128, (100, 64), dtype=np.int8); "
+              "bt = rng.integers(-128, 128, (72, 64), dtype=np.int8); "
+              "ok = np.array_equal(numgemm.gemm(a, bt.T, kernel='int8_ptx_mma_k32', preset='paper'), "
+              "a.astype(np.int64) @ bt.T.astype(np.int64)); print(json.dumps([ok, cache.STATS]))")
+    env = dict(os.environ, NUMGEMM_CACHE_DIR=str(tmp_path))
+    runs = [json.loads(subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                                      check=True).stdout.splitlines()[-1]) for _ in range(2)]
+    (ok1, first), (ok2, second) = runs
+    assert ok1 and ok2
+    assert first["builds"] == 1 and first["stores"] == 1
+    assert second["builds"] == 0 and second["hits"] == 1

@@ -13,12 +13,17 @@
     regs.py            Numba register plumbing (getters, setters, generated code)
 """
 
+import ctypes
 import functools
+import multiprocessing
+import time
+from concurrent.futures import ProcessPoolExecutor
 
 from numba import cuda, types
 
-from ..sass import build
-from ..toolchain import has_native_s4_mma, parse_target
+from .. import cache
+from ..sass import NVVM_OPTIONS, Build, build_many, front_end, library_cubin
+from ..toolchain import TARGETS, has_native_s4_mma, parse_target, target_name
 from . import copy_cp_async, copy_tma, copy_widen, dp4a, skeleton, warp_mma, warp_wmma
 from .regs import OUT, i32, u8, u32, u64
 
@@ -46,19 +51,105 @@ def kernel_function(cfg):
     return skeleton.kernel_function(cfg, WARP_ROUTINES[cfg.op](cfg.shared_view), COPY_ROUTINES[copy](cfg))
 
 
+def _options(cfg):
+    return {"launch_bounds": [cfg.threads, cfg.min_blocks], "lto": True, "nvvm": NVVM_OPTIONS}
+
+
+def _entry(build):
+    """A Build as a cache entry: (meta, parts)."""
+    meta = {"name": build.name, "target": build.target, "seconds": build.seconds, "registers": build.registers,
+            "shared_bytes": build.shared_bytes, "local_bytes": build.local_bytes}
+    return meta, {"cubin": build.cubin, "sass": build.sass.encode()}
+
+
+def _from_entry(meta, parts):
+    return Build(cubin=parts["cubin"], sass=parts["sass"].decode(), cached=True, **meta)
+
+
 def build_config(cfg, target="sm_89"):
-    """Offline build (no GPU) of cfg's kernel for target: SASS and resources."""
+    """Offline build (no GPU) of cfg's kernel for target: SASS and resources.
+
+    Read from numgemm's kernel cache where it is there; on a miss, one
+    front end builds every offline target of cfg that the cache lacks, and
+    stores each (test_sass and inspect ask for several)."""
     why = cfg.unsupported(target, launch=False)
     if why:
         raise ValueError(why)
-    return build(kernel_function(cfg), argtypes(cfg), target, name=cfg.name,
-                 launch_bounds=(cfg.threads, cfg.min_blocks))
+    target = target_name(parse_target(target))
+    keys = {t: cache.key(cfg, t, argtypes(cfg), _options(cfg))
+            for t in dict.fromkeys((target, *TARGETS)) if not cfg.unsupported(t, launch=False)}
+    hit = cache.load(keys[target])
+    if hit is not None:
+        return _from_entry(*hit)
+    cache.STATS["builds"] += 1
+    missing = [t for t in keys if t == target or (cache.enabled() and not cache.has(keys[t]))]
+    builds = build_many(kernel_function(cfg), argtypes(cfg), missing, name=cfg.name,
+                        launch_bounds=(cfg.threads, cfg.min_blocks))
+    for t, b in builds.items():
+        cache.store(keys[t], *_entry(b))
+    return builds[target]
+
+
+def device_target(cc):
+    """The target numgemm builds for a GPU of compute capability cc: sm_90a
+    on Hopper (wgmma, setmaxnreg and the TMA need the arch-specific target),
+    as numba-cuda's own dispatcher does."""
+    return target_name(cc) + ("a" if tuple(cc) >= (9, 0) else "")
+
+
+def device_cubin(cfg, cc):
+    """(cubin, entry name) of cfg's kernel for a GPU of compute capability cc,
+    from the cache or built (no GPU is needed to build it)."""
+    target = device_target(cc)
+
+    def make():
+        start = time.perf_counter()
+        lib, entry = front_end(kernel_function(cfg), argtypes(cfg), cc, launch_bounds=(cfg.threads, cfg.min_blocks))
+        cubin = library_cubin(lib, target)
+        return {"name": cfg.name, "target": target, "entry": entry, "seconds": time.perf_counter() - start}, \
+            {"cubin": cubin}
+    return cache.cached(cache.key(cfg, target, argtypes(cfg), _options(cfg)), make,
+                        lambda meta, parts: (parts["cubin"], meta["entry"]))
+
+
+def prebuild(cfgs, cc, jobs):
+    """Build, jobs at a time, the device kernels of cfgs that the cache lacks
+    (processes: Numba's front end holds the GIL). (needed, from the cache,
+    built, seconds)."""
+    target = device_target(cc)
+    needed = list(dict.fromkeys(cfgs))
+    todo = [c for c in needed if not cache.has(cache.key(c, target, argtypes(c), _options(c)))]
+    start = time.perf_counter()
+    if todo and cache.enabled() and jobs > 1:
+        with ProcessPoolExecutor(min(jobs, len(todo)), mp_context=multiprocessing.get_context("spawn")) as pool:
+            list(pool.map(device_cubin, todo, [tuple(cc)] * len(todo)))
+    return len(needed), len(needed) - len(todo), len(todo), time.perf_counter() - start
 
 
 @functools.cache
-def compiled(cfg):
-    """cfg's kernel compiled for the current GPU (a numba-cuda dispatcher)."""
-    return cuda.jit(argtypes(cfg), launch_bounds=(cfg.threads, cfg.min_blocks))(kernel_function(cfg))
+def device_function(cfg, device_id):
+    """cfg's kernel loaded on GPU device_id of the current context: a numba-cuda
+    Function (its .kernel is the cuda.core Kernel that launch() takes)."""
+    from cuda.core import ObjectCode
+
+    ctx = cuda.current_context()
+    assert ctx.device.id == device_id, (ctx.device.id, device_id)
+    cubin, entry = device_cubin(cfg, tuple(ctx.device.compute_capability))
+    return ctx.create_module_image(ObjectCode.from_cubin(cubin)).get_function(entry)
+
+
+def launch_args(cfg, args):
+    """The kernel's arguments as the driver takes them, in numba-cuda's layout:
+    an array is (meminfo, parent, size, itemsize, data, *shape, *strides),
+    a scalar its ctypes value."""
+    out = []
+    for ty, value in zip(argtypes(cfg), args):
+        if isinstance(ty, types.Array):
+            out += [0, 0, value.size, value.dtype.itemsize, value.device_ctypes_pointer.value or 0,
+                    *value.shape, *value.strides]
+        else:
+            out.append(getattr(ctypes, f"c_{ty}")(value))
+    return out
 
 
 def expected_sass(cfg, target):

@@ -18,6 +18,7 @@ compile time and the host time of one gemm() call.
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -213,6 +214,7 @@ def run(args):
         log(registry.describe_default("int4", cc))
     shapes = [tuple(map(int, x.lower().split("x"))) for x in args.shapes] if args.shapes else \
         [(n, n, n) for n in args.sizes]
+    _prebuild([c for _, _, c in select(args) if not c.unsupported(cc)], cc, args.jobs)
     for precision in PRECISION_ORDER:
         chosen = [c for c in select(args) if c[2].precision == precision]
         if precision not in args.precision or not chosen:
@@ -223,6 +225,20 @@ def run(args):
             rows += _time_shape(precision, chosen, checked, (M, N, K), label, args, ceilings, times, rng)
     _ratios(rows, times, args.family)
     return name, ceilings, rows
+
+
+def _prebuild(cfgs, cc, jobs):
+    """Every kernel the run needs, built before anything is timed: the cache's,
+    or built jobs at a time."""
+    from . import cache
+    from .kernel import prebuild
+
+    if not cache.enabled():
+        log(f"kernels: {len(set(cfgs))} needed; the cache is off (NUMGEMM_CACHE=0), each builds when first used")
+        return
+    needed, hits, built, secs = prebuild(cfgs, cc, jobs)
+    log(f"kernels: {needed} needed, {hits} from the cache ({cache.folder()}), {built} built in {secs:.1f} s "
+        f"with {jobs} jobs")
 
 
 def _check(precision, chosen, cc, rng):
@@ -377,6 +393,8 @@ def parse(argv):
                     help="time the mma kernels with the PTX routines in this linkage")
     ap.add_argument("--linkage-cost", action="store_true",
                     help="only measure what the link linkage costs in an mma loop")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                    help="processes that build the kernels before timing (default: all cores)")
     ap.add_argument("--csv", help="also write the rows as CSV")
     ap.add_argument("--json", help="also write the rows (and the ceilings) as JSON")
     return ap.parse_args(argv)

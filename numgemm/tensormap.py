@@ -29,8 +29,11 @@ _OOB_ZEROS = 0              # outside the matrix, a box reads zeros
 
 @functools.cache
 def _encoder():
-    path = ctypes.util.find_library("cuda") or "libcuda.so.1"     # find_library runs ldconfig: once
-    fn = ctypes.CDLL(path).cuTensorMapEncodeTiled
+    try:        # the driver the process has loaded already; find_library would run ldconfig and gcc
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        lib = ctypes.CDLL(ctypes.util.find_library("cuda"))
+    fn = lib.cuTensorMapEncodeTiled
     u32p, u64p = ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint64)
     fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p, u64p, u64p, u32p, u32p,
                    ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]

@@ -1,6 +1,7 @@
 """numgemm.cache: the on-disk kernel cache (keys, entries, damage, eviction, processes)."""
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -26,6 +27,23 @@ def store(tmp_path, monkeypatch):
     for k in cache.STATS:
         monkeypatch.setitem(cache.STATS, k, 0)
     return tmp_path / "cache"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A cache holding CFG's builds (sm_80, sm_89, sm_90), made once for the module."""
+    folder = tmp_path_factory.mktemp("built")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("NUMGEMM_CACHE_DIR", str(folder))
+        mp.delenv("NUMGEMM_CACHE", raising=False)
+        return folder, build_config(CFG, "sm_89")
+
+
+@pytest.fixture
+def filled(store, built):
+    """This test's own cache, holding CFG's builds; and CFG's sm_89 build."""
+    shutil.copytree(built[0], store)
+    return store, built[1]
 
 
 def key_of(cfg, target="sm_89"):
@@ -72,18 +90,16 @@ def test_round_trip_in_a_new_process(store):
     assert imma1 == imma2 > 0
 
 
-def test_a_changed_field_misses(store):
+def test_a_changed_field_misses(filled):
     build_config(CFG, "sm_89")
-    assert cache.STATS["builds"] == 1
-    build_config(CFG, "sm_89")
-    assert cache.STATS == {"hits": 1, "builds": 1, "stores": 3, "rejected": 0}
+    assert cache.STATS == {"hits": 1, "builds": 0, "stores": 0, "rejected": 0}
     build_config(CFG.replace(stages=3), "sm_89")
-    assert cache.STATS["builds"] == 2
+    assert cache.STATS == {"hits": 1, "builds": 1, "stores": 3, "rejected": 0}
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "swap"])
-def test_a_damaged_entry_is_rebuilt_with_a_warning(store, damage):
-    good = build_config(CFG, "sm_89")
+def test_a_damaged_entry_is_rebuilt_with_a_warning(filled, damage):
+    good = filled[1]
     path = cache._path(key_of_built(CFG, "sm_89"))
     blob = path.read_bytes()
     if damage == "flip":
@@ -116,11 +132,12 @@ def test_least_recently_used_go_first(store, monkeypatch):
     assert left == {f"{0:064x}", f"{3:064x}"}
 
 
-def test_off_means_nothing_is_read_or_written(store, monkeypatch):
+def test_off_means_nothing_is_read_or_written(filled, monkeypatch):
     monkeypatch.setenv("NUMGEMM_CACHE", "0")
-    build_config(CFG, "sm_89")
-    build_config(CFG, "sm_89")
-    assert cache.STATS["builds"] == 2 and not store.exists()
+    before = sorted(p.stat().st_mtime_ns for p, _, _ in cache.entries())
+    assert not build_config(CFG, "sm_89").cached            # there, but not read
+    assert cache.STATS == {"hits": 0, "builds": 1, "stores": 0, "rejected": 0}
+    assert sorted(p.stat().st_mtime_ns for p, _, _ in cache.entries()) == before     # nor touched
 
 
 def _writer(args):
@@ -150,8 +167,8 @@ def test_concurrent_writers_never_leave_half_an_entry(store):
     assert not list(store.glob("*/.tmp-*"))
 
 
-def test_command_line(store, capsys):
-    build_config(CFG, "sm_89")
+def test_command_line(filled, capsys):
+    store = filled[0]
     assert cache.main(["--list"]) == 0
     out = capsys.readouterr().out
     assert str(store) in out and "3 entries" in out and CFG.name in out

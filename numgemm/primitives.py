@@ -38,6 +38,7 @@ from numba import cuda, types
 from numba.cuda import cgutils
 from numba.cuda.extending import intrinsic
 
+from .precision import PRECISIONS
 from .toolchain import BASELINES_DIR, PTX_DIR, enable_wmma_headers
 
 LINKAGES = ("inline", "link")
@@ -346,10 +347,12 @@ class WmmaOp:
         return {"f16": types.float16, "s8": types.int8, "s4": types.uint8}[self.precision]
 
 
+# The shapes are the precisions' (numgemm.precision); the registers are the fragments'.
+_SHAPE = {p.wmma_name: p.wmma for p in PRECISIONS.values()}
 WMMA = {
-    "f16": WmmaOp("f16", (16, 16, 16), 8, 8, 8, ("nk", "kn")),
-    "s8": WmmaOp("s8", (16, 16, 16), 2, 2, 8, ("nk", "kn")),
-    "s4": WmmaOp("s4", (8, 8, 32), 1, 1, 2, ("nk",)),
+    "f16": WmmaOp("f16", _SHAPE["f16"], 8, 8, 8, ("nk", "kn")),
+    "s8": WmmaOp("s8", _SHAPE["s8"], 2, 2, 8, ("nk", "kn")),
+    "s4": WmmaOp("s4", _SHAPE["s4"], 1, 1, 2, ("nk",)),
 }
 
 

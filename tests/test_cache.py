@@ -180,3 +180,13 @@ def test_module_entry_point_is_quiet(store):
     proc = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-m", "numgemm.cache"],
                           capture_output=True, text=True, cwd=ROOT, env=dict(os.environ))
     assert proc.returncode == 0 and "numgemm kernel cache" in proc.stdout, proc.stderr
+
+
+def test_an_unwritable_folder_warns_and_builds(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("NUMGEMM_CACHE_DIR", str(blocker / "cache"))
+    monkeypatch.delenv("NUMGEMM_CACHE", raising=False)
+    with pytest.warns(cache.NumgemmCacheWarning, match="not written"):
+        b = build_config(CFG, "sm_89")
+    assert b.count("IMMA") > 0 and not b.cached

@@ -27,6 +27,7 @@ import numpy as np
 
 from . import operands
 from .precision import PRECISIONS
+from .toolchain import TARGETS
 
 PRECISION_ORDER = ("fp16", "int8", "int4")
 SIZES = (512, 1024, 2048, 4096, 8192)
@@ -373,6 +374,27 @@ def table(rows):
     return tabulate(body, headers=headers, tablefmt="github", disable_numparse=True, colalign=align)
 
 
+def _offline(args):
+    from . import insight, registry
+
+    if args.sass:
+        chosen = select(args)
+        insight.prebuild([c for _, _, c in chosen], args.targets, args.jobs)
+        print(insight.sass_table(chosen, args.targets))
+        return 0
+    presets = registry.PRESETS[::-1] if args.preset == "all" else (args.preset,)   # tuned first
+
+    def find(name):
+        for preset in presets:
+            try:
+                return preset, name, registry.get(name, preset)
+            except KeyError:
+                continue
+        raise SystemExit(f"bench.py --diff: no kernel {name!r} in preset {args.preset!r}")
+    print(insight.diff_table(find(args.diff[0]), find(args.diff[1]), args.targets))
+    return 0
+
+
 def parse(argv):
     ap = argparse.ArgumentParser(prog="python bench.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -395,6 +417,12 @@ def parse(argv):
                     help="only measure what the link linkage costs in an mma loop")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                     help="processes that build the kernels before timing (default: all cores)")
+    ap.add_argument("--sass", action="store_true",
+                    help="no GPU needed: each chosen kernel's SASS by instruction class, main loop, resources")
+    ap.add_argument("--diff", nargs=2, metavar=("A", "B"),
+                    help="no GPU needed: what changes between two kernels (fields, SASS, resources)")
+    ap.add_argument("--targets", nargs="+", default=list(TARGETS), choices=TARGETS,
+                    help="targets of --sass and --diff (default: all)")
     ap.add_argument("--csv", help="also write the rows as CSV")
     ap.add_argument("--json", help="also write the rows (and the ceilings) as JSON")
     return ap.parse_args(argv)
@@ -402,6 +430,8 @@ def parse(argv):
 
 def main(argv=None):
     args = parse(argv)
+    if args.sass or args.diff:           # offline: no GPU needed
+        return _offline(args)
     from numba import cuda
 
     if not cuda.is_available():

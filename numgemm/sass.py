@@ -33,6 +33,36 @@ _SHAPE = (("HMMA", "M"), ("IMMA", "M"), ("LDSM", "L"), ("LDGSTS", "G"), ("LDGDEP
           ("BAR.SYNC", "B"))
 
 
+# The class of an instruction, by its base opcode (uniform-datapath U* forms
+# count with their vector forms): what --sass tabulates.
+CLASSES = {
+    "tensor": ("HMMA", "IMMA", "HGMMA", "IGMMA", "QGMMA", "DMMA", "BMMA"),
+    "ldmatrix": ("LDSM",),
+    "async copy": ("LDGSTS", "LDGDEPBAR", "UTMALDG", "UBLKCP", "UTMACCTL"),
+    "global ld": ("LDG",), "global st": ("STG", "RED", "ATOMG"),
+    "shared ld": ("LDS",), "shared st": ("STS",),
+    "local (spills)": ("LDL", "STL"),
+    "barrier": ("BAR", "DEPBAR", "SYNCS", "MEMBAR", "WARPSYNC", "ERRBAR", "CCTL"),
+    "int ALU": ("IADD3", "IMAD", "LEA", "LOP3", "SHF", "ISETP", "IABS", "IMNMX", "SEL", "PRMT", "POPC", "FLO",
+                "BMSK", "BREV", "IDP", "IADD", "IMUL", "ISCADD", "LOP", "SGXT", "PLOP3", "VIADD", "VIMNMX"),
+    "float ALU": ("FADD", "FMUL", "FFMA", "FSETP", "FMNMX", "FSEL", "MUFU", "FCHK", "HADD2", "HMUL2", "HFMA2",
+                  "HSETP2", "HMNMX2", "DADD", "DMUL", "DFMA"),
+    "conversion": ("F2I", "I2F", "F2F", "I2I", "F2FP", "I2FP", "FRND"),
+    "control": ("BRA", "EXIT", "CALL", "RET", "BSYNC", "BSSY", "JMP", "BREAK", "KILL", "BPT", "YIELD", "NOP",
+                "ACQBULK", "ELECT"),
+}
+_CLASS_OF = {op: c for c, ops in CLASSES.items() for op in ops}
+
+
+def instruction_class(op):
+    """The class (CLASSES) of an opcode with modifiers ('IMMA.16832.S8.S8'); "other"
+    for moves, special registers, constants, shuffles and votes."""
+    base = op.split(".")[0]
+    if base not in _CLASS_OF and base.startswith("U") and base[1:] in _CLASS_OF:
+        base = base[1:]
+    return _CLASS_OF.get(base, "other")
+
+
 @dataclass
 class Loop:
     """A loop of the SASS (a backward branch and its target): its opcodes."""
@@ -48,6 +78,11 @@ class Loop:
     @property
     def mmas(self):
         return self.shape.count("M")
+
+    @property
+    def per_mma(self):
+        """Instructions of the loop per tensor-core instruction in it."""
+        return len(self.ops) / self.mmas if self.mmas else float("inf")
 
     @property
     def longest_gap(self):
@@ -94,6 +129,10 @@ class Build:
         if depth:
             ops = [".".join(op.split(".")[:depth]) for op in ops]
         return Counter(ops)
+
+    def classes(self):
+        """Counter of instruction classes (CLASSES)."""
+        return Counter(map(instruction_class, self.instructions))
 
     def count(self, prefix):
         """How many instructions start with prefix ('IMMA.16832', 'LDL')."""

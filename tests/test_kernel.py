@@ -3,8 +3,7 @@
 import numpy as np
 import pytest
 
-from numgemm import registry
-from numgemm import operands
+from numgemm import operands, registry
 from numgemm.kernel import build_config, expected_sass
 from numgemm.quant import pack_int4
 

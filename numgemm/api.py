@@ -92,6 +92,10 @@ def plan_gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, k=
             raise ValueError(f"a and b must be 2-D or batched 3-D; got {name} of shape {getattr(x, 'shape', None)}")
     (batch, M, ka), (batch_b, kb, N) = ((1,) * (3 - len(x.shape)) + tuple(x.shape) for x in (a, b))
     K = _true_k(prec, ka, k)
+    if prec.max_k is not None and K > prec.max_k:
+        raise ValueError(f"K={K} is past what int32 accumulation holds exactly for {precision}: K <= {prec.max_k} "
+                         f"keeps the worst case (every product {prec.values[0]} x {prec.values[0]}) below 2**31; "
+                         "split K and sum the parts in int64")
     b_units = prec.name == "int4" and _dtype_name(b) == "uint16"   # K x N INT4: 4 k per unit
     if kb != (-(-K // 4) if b_units else ka):
         raise ValueError(f"inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}"

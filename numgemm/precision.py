@@ -61,6 +61,18 @@ class Precision:
         return np.nan if not self.exact else -(2**31)
 
     @property
+    def max_k(self):
+        """The largest K whose worst case fits int32 accumulation exactly: K
+        products of the most negative values (-128 * -128 for INT8, -8 * -8
+        for INT4) summed must stay <= 2**31 - 1. None for FP16, which
+        accumulates in f32 (or, fp16_ptx_fp16acc, in f16: past 65504 it
+        rounds to inf, as any f16 sum does)."""
+        if not self.exact:
+            return None
+        lo = self.values[0]
+        return (2**31 - 1) // (lo * lo)
+
+    @property
     def ceiling_k(self):
         return int(self.ceiling.split("k")[1].split("_")[0])
 

@@ -113,3 +113,17 @@ def test_a_new_process_runs_from_the_kernel_cache(tmp_path):
     assert ok1 and ok2
     assert first["builds"] == 1 and first["stores"] == 1
     assert second["builds"] == 0 and second["hits"] == 1
+
+
+@pytest.mark.parametrize("precision,bound", [("int8", 131071), ("int4", 33554431)])
+def test_k_past_the_int32_bound_is_refused(precision, bound):
+    """Past the bound the worst case would wrap int32: refused, before any GPU is needed."""
+    from numgemm.precision import PRECISIONS
+
+    assert PRECISIONS[precision].max_k == bound and (bound + 1) * PRECISIONS[precision].values[0] ** 2 > 2**31 - 1
+    assert bound * PRECISIONS[precision].values[0] ** 2 <= 2**31 - 1
+    width = bound + 1 if precision == "int8" else (bound + 2) // 2
+    a = np.zeros((1, width), np.int8 if precision == "int8" else np.uint8)
+    kw = {"precision": precision} if precision == "int4" else {}
+    with pytest.raises(ValueError, match=f"K <= {bound}"):
+        numgemm.gemm(a, a.T, **kw)

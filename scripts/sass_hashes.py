@@ -87,8 +87,8 @@ def main(argv=None):
         # A fresh process per config: ptxas's order for kernels that spill or
         # call (INT4 s4 on sm_90) follows the names numba-cuda gave the code
         # built before it in the process, so shared workers would vary it.
-        with ProcessPoolExecutor(args.jobs, max_tasks_per_child=1, initializer=_use_tree,
-                                 initargs=(args.tree,)) as pool:
+        fresh = {"max_tasks_per_child": 1} if sys.version_info >= (3, 11) else {}
+        with ProcessPoolExecutor(args.jobs, initializer=_use_tree, initargs=(args.tree,), **fresh) as pool:
             for done in pool.map(_hash, list(per_config.items())):
                 for cfg, target, digest, mix, regs, secs in done:
                     for key in work[cfg, target]:

@@ -92,8 +92,8 @@ def build_config(cfg, target="sm_89"):
 
 def device_target(cc):
     """The target numgemm builds for a GPU of compute capability cc: sm_90a
-    on Hopper (wgmma, setmaxnreg and the TMA need the arch-specific target),
-    as numba-cuda's own dispatcher does."""
+    on Hopper (the arch-specific target that wgmma and setmaxnreg need), as
+    numba-cuda's own dispatcher does."""
     return target_name(cc) + ("a" if tuple(cc) >= (9, 0) else "")
 
 

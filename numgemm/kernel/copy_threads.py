@@ -37,10 +37,12 @@ Stage = namedtuple("Stage", "a b policy regs inside")
 
 
 def routine(cfg, copy_one, land_one, n_regs, commit, wait):
-    """The CopyRoutine of a per-thread path. copy_one(cfg, reg0) -> device fn
-    (i, dst, src, ok, policy, regs), one copy; land_one(cfg, rows, pitch, unit,
-    reg0) -> device fn (rows_in_tile, dst, regs), the tile's landing; n_regs(cfg,
-    rows, row_bytes, unit): registers a tile in flight takes; commit, wait: the path's own."""
+    """The CopyRoutine of a per-thread path, from what the path does itself:
+    copy_one(cfg, unit, reg0) -> device fn (i, dst, src, ok, policy, regs),
+    the i-th copy of a tile; land_one(cfg, rows, row_bytes, pitch, unit, reg0)
+    -> device fn (rows_in_tile, dst, regs), the tile's landing; n_regs(cfg,
+    rows, row_bytes, unit): the registers a tile in flight takes (reg0: where
+    B's start); commit(), wait(state, kt, off, ktiles): the path's own."""
     sv = cfg.shared_view
     (a_rows, a_bytes), (b_rows, b_bytes) = (cfg.rows_a, cfg.bk_bytes), cfg.b_tile_shape
     regs_a = n_regs(cfg, a_rows, a_bytes, 16)

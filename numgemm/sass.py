@@ -110,6 +110,7 @@ class Build:
     shared_bytes: int               # static shared memory
     local_bytes: int                # stack frame + local memory per thread: spills land here
     cached: bool = False            # read from numgemm's kernel cache (seconds: the original build's)
+    built_with: tuple = ()          # the other targets its front end was built with (build_many)
 
     @property
     def digest(self):
@@ -173,7 +174,9 @@ class Build:
         return (f"{self.name} [{self.target}]: {self.registers} registers, "
                 f"{self.shared_bytes} B static shared, {self.local_bytes} B local/thread, "
                 f"{len(self.instructions)} instructions, "
-                + (f"from the cache (built in {self.seconds:.2f} s)" if self.cached else f"built in {self.seconds:.2f} s"))
+                + ("from the cache (" if self.cached else "") + f"built in {self.seconds:.2f} s"
+                + (f", one front end with {', '.join(self.built_with)}" if self.built_with else "")
+                + (")" if self.cached else ""))
 
 
 #: NVVM's options for every numgemm build (offline and for the GPU alike).
@@ -217,8 +220,8 @@ def read_cubin(cubin, entry, name, target, seconds):
 def build_many(pyfunc, argtypes, targets, *, name=None, max_registers=None, launch_bounds=None, lto=True):
     """{target: Build}: a kernel function (not a dispatcher) compiled once
     for argtypes and linked with its external code (.ptx, .cu) for each
-    target, without a GPU. A Build's seconds are its share: the front end
-    once, plus its own link."""
+    target, without a GPU. A Build's seconds are the front end's and its own
+    link's (what building it alone would have taken)."""
     start = time.perf_counter()
     ccs = [parse_target(t) for t in targets]
     lib, entry = front_end(pyfunc, argtypes, min(ccs), max_registers=max_registers,
@@ -228,9 +231,10 @@ def build_many(pyfunc, argtypes, targets, *, name=None, max_registers=None, laun
     for target, cc in zip(targets, ccs):
         t0 = time.perf_counter()
         cubin = library_cubin(lib, target)
-        builds[target] = read_cubin(cubin, entry, name or getattr(pyfunc, "__name__", "kernel"),
-                                    target_name(cc) + arch_suffix(target),
-                                    shared / len(targets) + time.perf_counter() - t0)
+        b = read_cubin(cubin, entry, name or getattr(pyfunc, "__name__", "kernel"),
+                       target_name(cc) + arch_suffix(target), shared + time.perf_counter() - t0)
+        b.built_with = tuple(t for t in targets if t != target)
+        builds[target] = b
     return builds
 
 

@@ -58,11 +58,12 @@ def _options(cfg):
 def _entry(build):
     """A Build as a cache entry: (meta, parts)."""
     meta = {"name": build.name, "target": build.target, "seconds": build.seconds, "registers": build.registers,
-            "shared_bytes": build.shared_bytes, "local_bytes": build.local_bytes}
+            "shared_bytes": build.shared_bytes, "local_bytes": build.local_bytes, "built_with": build.built_with}
     return meta, {"cubin": build.cubin, "sass": build.sass.encode()}
 
 
 def _from_entry(meta, parts):
+    meta = dict(meta, built_with=tuple(meta.get("built_with", ())))
     return Build(cubin=parts["cubin"], sass=parts["sass"].decode(), cached=True, **meta)
 
 

@@ -376,10 +376,11 @@ def table(rows):
 
 def _offline(args):
     from . import insight, registry
+    from .kernel import prebuild_offline
 
     if args.sass:
         chosen = select(args)
-        insight.prebuild([c for _, _, c in chosen], args.targets, args.jobs)
+        prebuild_offline([c for _, _, c in chosen], args.targets, args.jobs)
         print(insight.sass_table(chosen, args.targets))
         return 0
     presets = registry.PRESETS[::-1] if args.preset == "all" else (args.preset,)   # tuned first

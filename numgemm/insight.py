@@ -40,27 +40,6 @@ def _builds(cfg, targets):
     return [(t, build_config(cfg, t)) for t in targets if not cfg.unsupported(t, launch=False)]
 
 
-def _first_build(cfg, target):
-    from .kernel import build_config
-
-    build_config(cfg, target)           # builds (and caches) every offline target of cfg
-    return True
-
-
-def prebuild(cfgs, targets, jobs):
-    """Build cfgs' offline targets into the cache, jobs processes at a time."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    from . import cache
-
-    todo = [(c, next(t for t in targets if not c.unsupported(t, launch=False))) for c in dict.fromkeys(cfgs)
-            if any(not c.unsupported(t, launch=False) for t in targets)]
-    if jobs > 1 and len(todo) > 1 and cache.enabled():
-        with ProcessPoolExecutor(min(jobs, len(todo)), mp_context=multiprocessing.get_context("spawn")) as pool:
-            list(pool.map(_first_build, *zip(*todo)))
-
-
 def sass_table(chosen, targets):
     """The --sass report: one row per (kernel, target), then the loops' shapes."""
     from tabulate import tabulate

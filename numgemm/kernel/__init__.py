@@ -113,18 +113,31 @@ def device_cubin(cfg, cc):
                         lambda meta, parts: (parts["cubin"], meta["entry"]))
 
 
+def _in_processes(fn, calls, jobs):
+    """fn(*args) for each args of calls, jobs processes at a time (Numba's
+    front end holds the GIL); each stores what it builds in the cache."""
+    if calls and cache.enabled() and jobs > 1:
+        with ProcessPoolExecutor(min(jobs, len(calls)), mp_context=multiprocessing.get_context("spawn")) as pool:
+            list(pool.map(fn, *zip(*calls)))
+
+
 def prebuild(cfgs, cc, jobs):
-    """Build, jobs at a time, the device kernels of cfgs that the cache lacks
-    (processes: Numba's front end holds the GIL). (needed, from the cache,
-    built, seconds)."""
+    """Build, jobs at a time, the device kernels of cfgs that the cache lacks.
+    (needed, from the cache, built, seconds)."""
     target = device_target(cc)
     needed = list(dict.fromkeys(cfgs))
     todo = [c for c in needed if not cache.has(cache.key(c, target, argtypes(c), _options(c)))]
     start = time.perf_counter()
-    if todo and cache.enabled() and jobs > 1:
-        with ProcessPoolExecutor(min(jobs, len(todo)), mp_context=multiprocessing.get_context("spawn")) as pool:
-            list(pool.map(device_cubin, todo, [tuple(cc)] * len(todo)))
+    _in_processes(device_cubin, [(c, tuple(cc)) for c in todo], jobs)
     return len(needed), len(needed) - len(todo), len(todo), time.perf_counter() - start
+
+
+def prebuild_offline(cfgs, targets, jobs):
+    """Build cfgs' offline targets into the cache, jobs at a time: one
+    build_config per config makes all of its targets."""
+    _in_processes(build_config, [(c, next(t for t in targets if not c.unsupported(t, launch=False)))
+                                 for c in dict.fromkeys(cfgs)
+                                 if any(not c.unsupported(t, launch=False) for t in targets)], jobs)
 
 
 @functools.cache

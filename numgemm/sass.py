@@ -13,11 +13,14 @@ import re
 import tempfile
 import time
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from types import SimpleNamespace
 
 from numba import types
+from numba.cuda import dispatcher
 from numba.cuda.compiler import compile_cuda, kernel_fixup
 from numba.cuda.cudadrv import nvvm
 
@@ -183,14 +186,29 @@ class Build:
 NVVM_OPTIONS = {"fastmath": False, "opt": 3}
 
 
+@contextmanager
+def _callees_for(cc):
+    """numba-cuda compiles a called device function (one it does not inline
+    at the IR level: numgemm.kernel.regs.device) for the compute capability
+    of the current GPU, so an offline build would need one. The function's
+    LLVM IR does not depend on it (see front_end); here it is cc, no GPU asked."""
+    current = dispatcher.get_current_device
+    dispatcher.get_current_device = lambda: SimpleNamespace(compute_capability=cc)
+    try:
+        yield
+    finally:
+        dispatcher.get_current_device = current
+
+
 def front_end(pyfunc, argtypes, cc=(8, 0), *, max_registers=None, launch_bounds=None, lto=True):
     """Numba's part of a build: (code library, entry name). The library's LLVM
     IR does not depend on the target for cc >= 6.0 (numba-cuda reads the
     compute capability only for atomics and some math), so one front end
     serves every target: library_cubin(lib, target) links it for each."""
     pyfunc = getattr(pyfunc, "py_func", pyfunc)
-    cres = compile_cuda(pyfunc, types.void, tuple(argtypes), cc=tuple(cc)[:2], lto=lto,
-                        max_registers=max_registers, nvvm_options=dict(NVVM_OPTIONS))
+    with _callees_for(tuple(cc)[:2]):
+        cres = compile_cuda(pyfunc, types.void, tuple(argtypes), cc=tuple(cc)[:2], lto=lto,
+                            max_registers=max_registers, nvvm_options=dict(NVVM_OPTIONS))
     lib, entry = cres.library, cres.fndesc.llvm_func_name
     kernel = lib.get_function(entry)
     lib._entry_name = entry

@@ -20,7 +20,7 @@ from numba import cuda
 
 from .. import primitives as P
 from ..config import SWIZZLE_BYTES
-from .regs import device, i32, swizzled, u32, u64
+from .regs import device, i32, inlined, swizzled, u32, u64
 from .seams import CopyRoutine
 
 #: One thread's part of one operand's copies, set up once: A or an N x K B
@@ -89,7 +89,7 @@ def routine(cfg, copy_one, land_one, n_regs, commit, wait):
             return True
         return False
 
-    return CopyRoutine(device(start), device(setup), device(stage), device(issue), device(land),
+    return CopyRoutine(device(start), inlined(setup), device(stage), device(issue), device(land),
                        commit, wait, device(inside))
 
 

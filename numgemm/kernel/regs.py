@@ -23,7 +23,19 @@ OUT = {"f32": types.float32, "s32": types.int32, "f16": types.uint16}
 
 
 def device(fn):
-    """fn as a device function that Numba inlines at every call site."""
+    """fn as a device function that NVVM inlines at every call site
+    (LLVM's alwaysinline). Numba types and lowers it once per argument
+    types, where inline="always" would copy its IR into each caller and type
+    it there: the front end's cost grew with the call sites (~170 in a tuned
+    kernel). After NVVM inlines it, constant arguments are constants again,
+    so fragment indices stay compile-time and the arrays stay in registers."""
+    return cuda.jit(device=True, forceinline=True)(fn)
+
+
+def inlined(fn):
+    """fn as a device function that Numba inlines at the IR level: for the
+    few that return a cuda.local.array, which Numba allows only from a body
+    it inlines (a called function's array would live in its own frame)."""
     return cuda.jit(device=True, inline="always")(fn)
 
 
@@ -61,7 +73,7 @@ def zeroed(n, dtype):
         for i in range(n):
             acc[i] = 0
         return acc
-    return device(init)
+    return inlined(init)
 
 
 def fragments(n_a, n_b):
@@ -69,7 +81,7 @@ def fragments(n_a, n_b):
     fragment registers (all reg_buffers sets)."""
     def frags():
         return cuda.local.array(n_a, u32), cuda.local.array(n_b, u32)
-    return device(frags)
+    return inlined(frags)
 
 
 def generated(name, params, lines, env):

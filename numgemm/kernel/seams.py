@@ -3,8 +3,8 @@
 A kernel is the skeleton (numgemm.kernel.skeleton) with one warp routine and
 one copy routine, each chosen once from the config (numgemm.kernel's
 tables). Adding a path is adding a file that builds one of these tuples and
-a line in a table; the skeleton does not change. Every member is an inline
-device function.
+a line in a table; the skeleton does not change. Every member is a device
+function that NVVM inlines (numgemm.kernel.regs.device).
 """
 
 from typing import NamedTuple

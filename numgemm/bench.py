@@ -32,6 +32,7 @@ from .toolchain import TARGETS
 PRECISION_ORDER = ("fp16", "int8", "int4")
 SIZES = (512, 1024, 2048, 4096, 8192)
 CHECK_SHAPE = (2, 520, 1000, 776)          # batch, M, N, K: not multiples of any tile
+PROFILED = []                              # under --profile's ncu: the bracketed launches, in order
 
 
 @dataclass
@@ -51,6 +52,9 @@ class Row:
     vs_base: float = math.nan        # over the family's base (--family)
     compile_s: float = math.nan
     host_us: float = math.nan
+    sm_mhz: float = math.nan         # SM clock and board power just after the timing
+    power_w: float = math.nan
+    flags: str = ""                  # "above the mma.sync ceiling", "grows faster than work"
 
 
 def log(msg):
@@ -158,6 +162,19 @@ def linkage_cost(chains=4, iters=4096):
     return result
 
 
+def measure_copy_bandwidth(nbytes=1 << 30):
+    """GB/s of a device-to-device copy, counting the bytes read and written:
+    the roofline's memory ceiling."""
+    from numba import cuda
+
+    from .timing import time_gpu
+
+    src = cuda.device_array(nbytes, np.uint8)
+    dst = cuda.device_array(nbytes, np.uint8)
+    ms, _ = time_gpu(lambda i: dst.copy_to_device(src), repeats=5)
+    return 2 * nbytes / (ms * 1e-3) / 1e9
+
+
 def ceiling_for(cfg_or_precision, ceilings):
     """The ceiling of the mma.sync a kernel issues: an INT4 kernel that widens
     to s8 (unpack) is measured against s8, the instruction it runs on."""
@@ -209,6 +226,8 @@ def run(args):
     ceilings = measure_ceilings()
     for op, value in ceilings.items():
         log(f"  {op}: {value:.0f} T(FL)OPS")
+    args.copy_gbs = measure_copy_bandwidth()
+    log(f"  device-to-device copy: {args.copy_gbs:.0f} GB/s (bytes read + written)")
     rng = np.random.default_rng(args.seed)
     rows, times = [], {}
     if "int4" in args.precision:
@@ -289,9 +308,10 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
 
     from .api import plan_gemm
     from .peers import peer_runs
-    from .timing import time_gpu
+    from .timing import gpu_state, l2_flusher, time_gpu
 
     (M, N, K), batch, rows = shape, args.batch, []
+    between = l2_flusher() if args.cold_l2 else None
     work = 2.0 * batch * M * N * K
     l2 = getattr(cuda.get_current_device(), "L2_CACHE_SIZE", 50 * 2**20)
     ws = batch * (PRECISIONS[precision].bits / 8 * (M + N) * K + 4 * M * N)
@@ -311,12 +331,23 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
         outs = [operands.poisoned(precision, (batch, M, N), cfg.acc) for _ in host_sets]
         plans = [plan_gemm(x, y, precision=precision, kernel=cfg, out=o, k=K)
                  for (x, y), o in zip(dev_sets[cfg.b_layout], outs)]
-        ms, _ = time_gpu(lambda i: plans[i % sets].launch(), repeats=args.repeats)
+        ms, _ = time_gpu(lambda i: plans[i % sets].launch(), repeats=args.repeats, between=between)
+        state = gpu_state(cuda.get_current_device().id)
         if not operands.sample_matches(outs[0].copy_to_host(), a, b, precision, rng, cfg.acc):
             row.status = "FAIL"
             log(f"  {kname}: FAIL at {label} (sampled check)")
             continue
+        if args.profile_launches is not None:       # under ncu: the timed launch once more, bracketed
+            if between is not None:
+                between()
+            cuda.profile_start()
+            plans[0].launch()
+            cuda.synchronize()
+            cuda.profile_stop()
+            PROFILED.append({"precision": precision, "N": label, "preset": preset, "kernel": kname,
+                             "config": cfg.name})
         row.ms, row.tops = ms, work / (ms * 1e-3) / 1e12
+        row.sm_mhz, row.power_w = state.get("sm_mhz", math.nan), state.get("power_w", math.nan)
         row.ceiling_pct = 100 * row.tops / ceiling_for(cfg, ceilings)
         times[preset, kname, label] = ms
         # Each result as it comes: a run cut short keeps what it measured.
@@ -324,10 +355,12 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
     del dev_sets
     for pname, prun, pcheck in ([] if args.no_peers else peer_runs(precision, M, N, K, batch, rng)):
         log(f"[{precision} {label}] time {pname}")
-        ms, _ = time_gpu(prun, repeats=args.repeats)
+        ms, _ = time_gpu(prun, repeats=args.repeats, between=between)
+        state = gpu_state(cuda.get_current_device().id)
         row = Row(precision, label, "library", pname, pname, "ok" if pcheck() else "FAIL")
         if row.status == "ok":
             row.ms, row.tops = ms, work / (ms * 1e-3) / 1e12
+            row.sm_mhz, row.power_w = state.get("sm_mhz", math.nan), state.get("power_w", math.nan)
             row.ceiling_pct = 100 * row.tops / ceiling_for("int8" if precision == "int4" else precision, ceilings)
             times["library", precision, label] = ms
         rows.append(row)
@@ -351,10 +384,30 @@ def _ratios(rows, times, family):
             fam = times.get((row.preset, family_base, row.n))
             row.vs_base = fam / row.ms if fam else math.nan
         row.vs_library = lib / row.ms if lib else math.nan
+    _flag(rows)
+
+
+def _flag(rows):
+    """Rows to distrust: faster than the measured ceiling allows, or slower
+    than the work grows from the previous size (a cache or clock effect)."""
+    last = {}
+    for row in rows:
+        if row.status != "ok" or math.isnan(row.ms):
+            continue
+        flags = []
+        if row.ceiling_pct > 100:
+            flags.append("above the mma.sync ceiling")
+        key = (row.preset, row.kernel)
+        if key in last and isinstance(row.n, int) and isinstance(last[key].n, int) and row.n > last[key].n:
+            prev = last[key]
+            if row.ms / prev.ms > 1.15 * (row.n / prev.n) ** 3:
+                flags.append(f"grows faster than work ({row.ms / prev.ms:.1f}x for {(row.n / prev.n) ** 3:.0f}x)")
+        last[key] = row
+        row.flags = "; ".join(flags)
 
 
 HEADERS = ["precision", "N", "preset", "kernel", "status", "time ms", "T(FL)OPS", "% mma ceil",
-           "x WMMA", "x fp16_wmma", "x library", "compile s", "host us"]
+           "x WMMA", "x fp16_wmma", "x library", "compile s", "host us", "SM MHz", "W", "flags"]
 
 
 def table(rows):
@@ -368,13 +421,14 @@ def table(rows):
     body = [[r.precision, r.n, r.preset, r.kernel, r.status, f(r.ms, ".3f"), f(r.tops, ".1f"),
              f(r.ceiling_pct, ".1f")] + ([f(r.vs_base, ".2f")] if family else []) +
             [f(r.vs_wmma, ".2f"), f(r.vs_fp16_wmma, ".2f"),
-             f(r.vs_library, ".2f"), f(r.compile_s, ".1f"), f(r.host_us, ".0f")] for r in rows]
+             f(r.vs_library, ".2f"), f(r.compile_s, ".1f"), f(r.host_us, ".0f"), f(r.sm_mhz, ".0f"),
+             f(r.power_w, ".0f"), r.flags] for r in rows]
     # Numbers stay as formatted here (tabulate would re-parse "1.50" as 1.5).
-    align = ["left"] * 5 + ["right"] * (len(headers) - 5)
+    align = ["left"] * 5 + ["right"] * (len(headers) - 6) + ["left"]
     return tabulate(body, headers=headers, tablefmt="github", disable_numparse=True, colalign=align)
 
 
-def _offline(args):
+def _offline(args, argv):
     from . import insight, registry
     from .kernel import prebuild_offline
 
@@ -392,7 +446,17 @@ def _offline(args):
             except KeyError:
                 continue
         raise SystemExit(f"bench.py --diff: no kernel {name!r} in preset {args.preset!r}")
-    print(insight.diff_table(find(args.diff[0]), find(args.diff[1]), args.targets))
+    a, b = find(args.diff[0]), find(args.diff[1])
+    print(insight.diff_table(a, b, args.targets))
+    if args.profile:                    # on a GPU: the counters of both, those that moved most first
+        from .profile import profile_rows
+
+        sizes = args.sizes if "--sizes" in argv else [4096]
+        rows, note = profile_rows(args, ["--preset", a[0] if a[0] == b[0] else "all", "--kernels", a[1], b[1],
+                                         "--precision",
+                                         *dict.fromkeys((a[2].precision, b[2].precision)),
+                                         "--sizes", *map(str, sizes)])
+        print(note if rows is None else insight.counter_diff(rows, a[:2], b[:2]))
     return 0
 
 
@@ -424,15 +488,62 @@ def parse(argv):
                     help="no GPU needed: what changes between two kernels (fields, SASS, resources)")
     ap.add_argument("--targets", nargs="+", default=list(TARGETS), choices=TARGETS,
                     help="targets of --sass and --diff (default: all)")
+    ap.add_argument("--profile", action="store_true",
+                    help="Nsight Compute counters of each chosen kernel's timed launch (needs ncu)")
+    ap.add_argument("--clocks", choices=("none", "base"), default="none",
+                    help="--profile's clock control: none (as the timings run) or base (reproducible counters)")
+    ap.add_argument("--cold-l2", action="store_true", help="flush L2 before each timed launch")
+    ap.add_argument("--profile-launches", metavar="FILE", help=argparse.SUPPRESS)   # the run under ncu
+    ap.add_argument("--claims", action="store_true",
+                    help="re-test the study's eight claims on this GPU (times, counters, sm_89 SASS)")
+    ap.add_argument("--plot", metavar="DIR", help="also draw a roofline and one bar chart per family (matplotlib)")
     ap.add_argument("--csv", help="also write the rows as CSV")
     ap.add_argument("--json", help="also write the rows (and the ceilings) as JSON")
     return ap.parse_args(argv)
 
 
+def input_distribution():
+    """How the operands are drawn (numgemm.operands.values), for the header."""
+    parts = []
+    for p in PRECISIONS.values():
+        parts.append(f"{p.name} uniform integers in [{p.values[0]}, {p.values[1] - 1}]" if p.exact
+                     else f"{p.name} standard normal")
+    return "; ".join(parts)
+
+
+def header(device, ceilings, args):
+    from .timing import gpu_facts
+
+    facts = gpu_facts()
+    lines = [f"numgemm bench: {device}, driver {facts.get('driver', '?')}, max SM clock "
+             f"{facts.get('max_sm_mhz', '?')} MHz, power limit {facts.get('power_limit_w', '?')} W, "
+             f"batch {args.batch}, {time.strftime('%Y-%m-%d')}",
+             f"inputs: {input_distribution()}; fresh each run" + ("" if args.seed is None else f" (seed {args.seed})")
+             + ("; L2 flushed before each timed launch" if args.cold_l2 else ""),
+             "mma.sync ceilings (T(FL)OPS): " + ", ".join(f"{k} {v:.0f}" for k, v in ceilings.items())]
+    return "\n".join(lines), facts
+
+
+def _record(device, ceilings, rows, facts, args):
+    """The run as --json writes it (and --plot reads it)."""
+    return {"device": device, "date": time.strftime("%Y-%m-%d"), "batch": args.batch, "gpu": facts,
+            "inputs": input_distribution(), "cold_l2": args.cold_l2, "copy_gbs": getattr(args, "copy_gbs", None),
+            "ceilings": ceilings, "rows": [asdict(r) for r in rows]}
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parse(argv)
+    if args.claims:
+        from .claims import run_claims
+
+        return run_claims(args)
+    if args.profile and args.profile_launches is None and not args.diff:
+        from .profile import profile_run
+
+        return profile_run(args, argv)
     if args.sass or args.diff:           # offline: no GPU needed
-        return _offline(args)
+        return _offline(args, argv)
     from numba import cuda
 
     if not cuda.is_available():
@@ -449,8 +560,11 @@ def main(argv=None):
                        tablefmt="github", disable_numparse=True))
         return 0
     device, ceilings, rows = run(args)
-    print(f"numgemm bench: {device}, batch {args.batch}, {time.strftime('%Y-%m-%d')}")
-    print("mma.sync ceilings (T(FL)OPS): " + ", ".join(f"{k} {v:.0f}" for k, v in ceilings.items()))
+    if args.profile_launches is not None:
+        with open(args.profile_launches, "w") as fh:
+            json.dump(PROFILED, fh)
+    text, facts = header(device, ceilings, args)
+    print(text)
     print(table(rows))
     if args.csv:
         import csv
@@ -461,6 +575,14 @@ def main(argv=None):
             w.writerows(asdict(r) for r in rows)
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"device": device, "date": time.strftime("%Y-%m-%d"), "batch": args.batch,
-                       "ceilings": ceilings, "rows": [asdict(r) for r in rows]}, fh, indent=1)
+            json.dump(_record(device, ceilings, rows, facts, args), fh, indent=1)
+    if args.plot:
+        from .plots import write
+
+        for path in write(_record(device, ceilings, rows, facts, args), args.plot):
+            print(f"wrote {path}")
     return 0 if all(r.status in ("ok", "n/a") for r in rows) else 2
+
+
+if __name__ == "__main__":      # python -m numgemm.bench: how --profile runs the bench under ncu
+    sys.exit(main())

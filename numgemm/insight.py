@@ -80,6 +80,32 @@ def diff_table(a, b, targets):
     return "\n".join(out)
 
 
+def counter_diff(rows, a, b):
+    """The counters of kernels a and b ((preset, name)) per size, those that
+    moved most (by |log(B / A)|) first; rows as numgemm.profile.profile_rows."""
+    from tabulate import tabulate
+
+    from .profile import COLUMNS, fmt
+
+    out = []
+    for n in dict.fromkeys(r["N"] for r in rows):
+        ra = next((r for r in rows if r["N"] == n and (r["preset"], r["kernel"]) == tuple(a)), None)
+        rb = next((r for r in rows if r["N"] == n and (r["preset"], r["kernel"]) == tuple(b)), None)
+        if ra is None or rb is None:
+            continue
+        body = []
+        for name, _, _ in COLUMNS:
+            x, y = ra[name], rb[name]
+            moved = abs(math.log(y / x)) if isinstance(x, float) and isinstance(y, float) and x > 0 and y > 0 \
+                else -1.0
+            body.append((moved, [name, fmt(x), fmt(y), f"{y / x:.2f}x" if moved >= 0 else ""]))
+        body.sort(key=lambda m: -m[0])
+        out.append(f"counters at N = {n} (the timed launch, Nsight Compute):\n"
+                   + tabulate([row for _, row in body], headers=["", "A", "B", "B / A"], tablefmt="github",
+                              disable_numparse=True))
+    return "\n\n".join(out) if out else "no counters for both kernels"
+
+
 def _delta(x, y):
     if isinstance(x, float) or isinstance(y, float):
         return "" if math.isnan(x) or math.isnan(y) else f"{y - x:+.2f}"

@@ -32,11 +32,12 @@ def _spin(ns):
         pass
 
 
-def time_gpu(run, *, warmup=2, repeats=10, rotate=None):
+def time_gpu(run, *, warmup=2, repeats=10, between=None):
     """Median milliseconds of run() on the GPU, and every sample.
 
     run(i) enqueues the work for repeat i (rotate inputs with i where the
-    working set fits in L2); it must not synchronize.
+    working set fits in L2); it must not synchronize. between(), if given, is
+    enqueued before each timed run, outside its events (l2_flusher()).
     """
     for i in range(warmup):
         run(i)
@@ -47,15 +48,88 @@ def time_gpu(run, *, warmup=2, repeats=10, rotate=None):
     run(0)                                   # how long the host takes to enqueue one
     host = time.perf_counter() - t0
     cuda.synchronize()
+    if between is not None:
+        t0 = time.perf_counter()
+        between()
+        host += time.perf_counter() - t0
     # Long enough for the host to enqueue every launch and event behind it.
     _spin[1, 1](np.uint64(min(2e8, 1e6 + 3 * repeats * (host + 20e-6) * 1e9)))
     for i in range(repeats):
+        if between is not None:
+            between()
         starts[i].record()
         run(i)
         ends[i].record()
     ends[-1].synchronize()
     samples = [cuda.event_elapsed_time(s, e) for s, e in zip(starts, ends)]
     return statistics.median(samples), samples
+
+
+@cuda.jit
+def _scrub(buf, value):
+    i = cuda.grid(1)
+    if i < buf.size:
+        buf[i] = value
+
+
+def l2_flusher():
+    """between() for time_gpu: writes a buffer twice the L2's size, so that
+    each timed run starts with none of its operands in L2 (--cold-l2)."""
+    l2 = getattr(cuda.get_current_device(), "L2_CACHE_SIZE", 50 * 2**20)
+    buf = cuda.device_array(2 * l2 // 4, np.int32)
+    blocks = (buf.size + 255) // 256
+    count = [0]
+
+    def flush():
+        count[0] += 1
+        _scrub[blocks, 256](buf, np.int32(count[0]))
+    return flush
+
+
+def gpu_state(device_index=0):
+    """{sm_mhz, power_w, temp_c} of the GPU now, through NVML (nvidia-ml-py)
+    where installed, else nvidia-smi; {} where neither answers."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(device_index)
+        return {"sm_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+                "power_w": pynvml.nvmlDeviceGetPowerUsage(h) / 1e3,
+                "temp_c": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU)}
+    except Exception:  # noqa: BLE001 - not installed, or no NVML: ask nvidia-smi
+        pass
+    out = _smi(device_index, "clocks.sm,power.draw,temperature.gpu")
+    if out is None:
+        return {}
+    return dict(zip(("sm_mhz", "power_w", "temp_c"), out))
+
+
+def gpu_facts(device_index=0):
+    """{driver, max_sm_mhz, power_limit_w} for the bench header ({} without nvidia-smi)."""
+    out = _smi(device_index, "driver_version,clocks.max.sm,power.limit", numbers=False)
+    if out is None:
+        return {}
+    return dict(zip(("driver", "max_sm_mhz", "power_limit_w"), out))
+
+
+def _smi(device_index, fields, numbers=True):
+    import subprocess
+
+    try:
+        done = subprocess.run(["nvidia-smi", f"--id={device_index}", f"--query-gpu={fields}",
+                               "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    vals = [v.strip() for v in done.stdout.strip().splitlines()[0].split(",")]
+    if not numbers:
+        return vals
+    try:
+        return [float(v) for v in vals]
+    except ValueError:
+        return None
 
 
 def time_host(call, repeats=20):

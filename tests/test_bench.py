@@ -41,3 +41,27 @@ def test_table_has_the_columns():
     for header in ("x WMMA", "x fp16_wmma", "x library", "% mma ceil", "compile s", "host us"):
         assert header in text
     assert "1.50" in text
+
+
+def test_rows_to_distrust_are_flagged():
+    rows = [bench.Row("int8", 1024, "tuned", "k", "cfg", ms=1.0, ceiling_pct=50.0),
+            bench.Row("int8", 2048, "tuned", "k", "cfg", ms=20.0, ceiling_pct=50.0),      # 20x for 8x the work
+            bench.Row("int8", 4096, "tuned", "k", "cfg", ms=160.0, ceiling_pct=101.0)]
+    bench._flag(rows)
+    assert rows[0].flags == ""
+    assert rows[1].flags.startswith("grows faster than work")
+    assert rows[2].flags == "above the mma.sync ceiling"
+
+
+def test_header_says_how_the_inputs_are_drawn():
+    text = bench.input_distribution()
+    assert "fp16 standard normal" in text and "[-128, 127]" in text and "[-8, 7]" in text
+
+
+def test_profile_without_ncu_says_so_in_one_line(monkeypatch, capsys):
+    from numgemm import profile
+
+    monkeypatch.setattr(profile, "find_ncu", lambda: None)
+    assert bench.main(["--profile", "--kernels", "int8_ptx_mma_k32"]) == 1
+    out = capsys.readouterr().out.strip()
+    assert "ncu" in out and "\n" not in out

@@ -52,7 +52,7 @@ class Row:
     vs_base: float = math.nan        # over the family's base (--family)
     compile_s: float = math.nan
     host_us: float = math.nan
-    sm_mhz: float = math.nan         # SM clock and board power just after the timing
+    sm_mhz: float = math.nan         # SM clock and board power while the timed launches run
     power_w: float = math.nan
     flags: str = ""                  # "above the mma.sync ceiling", "grows faster than work"
 
@@ -331,8 +331,9 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
         outs = [operands.poisoned(precision, (batch, M, N), cfg.acc) for _ in host_sets]
         plans = [plan_gemm(x, y, precision=precision, kernel=cfg, out=o, k=K)
                  for (x, y), o in zip(dev_sets[cfg.b_layout], outs)]
-        ms, _ = time_gpu(lambda i: plans[i % sets].launch(), repeats=args.repeats, between=between)
-        state = gpu_state(cuda.get_current_device().id)
+        state = {}
+        ms, _ = time_gpu(lambda i: plans[i % sets].launch(), repeats=args.repeats, between=between,
+                         during=lambda: state.update(gpu_state(cuda.get_current_device().id)))
         if not operands.sample_matches(outs[0].copy_to_host(), a, b, precision, rng, cfg.acc):
             row.status = "FAIL"
             log(f"  {kname}: FAIL at {label} (sampled check)")
@@ -355,8 +356,9 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
     del dev_sets
     for pname, prun, pcheck in ([] if args.no_peers else peer_runs(precision, M, N, K, batch, rng)):
         log(f"[{precision} {label}] time {pname}")
-        ms, _ = time_gpu(prun, repeats=args.repeats, between=between)
-        state = gpu_state(cuda.get_current_device().id)
+        state = {}
+        ms, _ = time_gpu(prun, repeats=args.repeats, between=between,
+                         during=lambda: state.update(gpu_state(cuda.get_current_device().id)))
         row = Row(precision, label, "library", pname, pname, "ok" if pcheck() else "FAIL")
         if row.status == "ok":
             row.ms, row.tops = ms, work / (ms * 1e-3) / 1e12

@@ -32,12 +32,15 @@ def _spin(ns):
         pass
 
 
-def time_gpu(run, *, warmup=2, repeats=10, between=None):
+def time_gpu(run, *, warmup=2, repeats=10, between=None, during=None):
     """Median milliseconds of run() on the GPU, and every sample.
 
     run(i) enqueues the work for repeat i (rotate inputs with i where the
     working set fits in L2); it must not synchronize. between(), if given, is
     enqueued before each timed run, outside its events (l2_flusher()).
+    during(), if given, is called when the GPU has reached the middle of the
+    timed runs (behind the spin kernel), while it works through them
+    (gpu_state()).
     """
     for i in range(warmup):
         run(i)
@@ -60,6 +63,9 @@ def time_gpu(run, *, warmup=2, repeats=10, between=None):
         starts[i].record()
         run(i)
         ends[i].record()
+    if during is not None:
+        starts[repeats // 2].synchronize()
+        during()
     ends[-1].synchronize()
     samples = [cuda.event_elapsed_time(s, e) for s, e in zip(starts, ends)]
     return statistics.median(samples), samples

@@ -526,6 +526,38 @@ def header(device, ceilings, args):
     return "\n".join(lines), facts
 
 
+def _claims(args):
+    """bench.py --claims: time the study's kernels, read their counters, print
+    numgemm.claims' verdicts."""
+    from numba import cuda
+
+    from . import claims, profile
+
+    if not cuda.is_available():
+        print("bench.py --claims needs an NVIDIA GPU (the SASS facts alone: numgemm.claims.sass_facts())")
+        return 1
+    dev = cuda.get_current_device()
+    name = dev.name.decode() if isinstance(dev.name, bytes) else dev.name
+    sizes = sorted(args.sizes)
+    picked = ["--preset", "paper", "--kernels", *claims.KERNELS, "--jobs", str(args.jobs)]
+    _, _, rows = run(parse([*picked, "--sizes", *map(str, sizes), "--no-peers", "--batch", str(args.batch)]))
+    times = {(r.kernel, r.n): r.ms for r in rows if r.status == "ok" and not math.isnan(r.ms)}
+    counted, note = profile.profile_rows(args, [*picked, "--sizes", str(sizes[-1])])
+    counters = {r["kernel"]: r for r in counted or []}
+    facts = claims.sass_facts()
+    verdicts = claims.evaluate(times, counters, facts, {"name": name, "cc": dev.compute_capability})
+    print(f"numgemm bench --claims: {name}, {time.strftime('%Y-%m-%d')}, paper preset, batch {args.batch}, "
+          f"N = {', '.join(map(str, sizes))}; counters at N={sizes[-1]}" + (f" ({note})" if note else "")
+          + f"; SASS facts for {facts['target']}")
+    print(claims.table(verdicts))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"device": name, "cc": list(dev.compute_capability), "date": time.strftime("%Y-%m-%d"),
+                       "times": [[k, n, ms] for (k, n), ms in times.items()], "counters": counters,
+                       "sass": facts, "claims": [c.__dict__ for c in verdicts]}, fh, indent=1)
+    return 0
+
+
 def _record(device, ceilings, rows, facts, args):
     """The run as --json writes it (and --plot reads it)."""
     return {"device": device, "date": time.strftime("%Y-%m-%d"), "batch": args.batch, "gpu": facts,
@@ -537,9 +569,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse(argv)
     if args.claims:
-        from .claims import run_claims
-
-        return run_claims(args)
+        return _claims(args)
     if args.profile and args.profile_launches is None and not args.diff:
         from .profile import profile_run
 

@@ -1,6 +1,7 @@
 """The study's eight claims, re-tested on the GPU present (bench.py --claims).
 
-Each claim is checked against what this run measures: the study's kernels
+bench.py --claims measures, this module judges. Each claim is checked
+against what that run measures: the study's kernels
 (the paper preset) timed at every size, Nsight Compute counters of their
 timed launches at the largest size, and offline SASS facts for sm_89 (the
 study's L4), which need no GPU. evaluate() turns those into a verdict per
@@ -9,7 +10,6 @@ the study's own figures are implausible (../shared/ANCHORS.md lists what its
 logs show), the note says so.
 """
 
-import math
 from dataclasses import dataclass
 
 #: The kernels the claims compare (paper preset): timed at every size, counted at the largest.
@@ -205,42 +205,6 @@ def from_stored(data):
     """[Claim] of a stored --claims JSON: the verdicts re-derived from what it measured."""
     times = {(k, n): ms for k, n, ms in data["times"]}
     return evaluate(times, data["counters"], data["sass"], {"name": data["device"], "cc": tuple(data["cc"])})
-
-
-def run_claims(args):
-    """bench.py --claims: time the study's kernels, read their counters, print the verdicts."""
-    import json
-    import time
-
-    from numba import cuda
-
-    from . import bench, profile
-
-    if not cuda.is_available():
-        print("bench.py --claims needs an NVIDIA GPU (the SASS facts alone: numgemm.claims.sass_facts())")
-        return 1
-    dev = cuda.get_current_device()
-    name = dev.name.decode() if isinstance(dev.name, bytes) else dev.name
-    sizes = sorted(args.sizes)
-    timed = bench.parse(["--preset", "paper", "--kernels", *KERNELS, "--sizes", *map(str, sizes), "--no-peers",
-                         "--batch", str(args.batch), "--jobs", str(args.jobs)])
-    _, _, rows = bench.run(timed)
-    times = {(r.kernel, r.n): r.ms for r in rows if r.status == "ok" and not math.isnan(r.ms)}
-    counted, note = profile.profile_rows(args, ["--preset", "paper", "--kernels", *KERNELS,
-                                                "--sizes", str(sizes[-1]), "--jobs", str(args.jobs)])
-    counters = {r["kernel"]: r for r in counted or []}
-    facts = sass_facts()
-    claims = evaluate(times, counters, facts, {"name": name, "cc": dev.compute_capability})
-    print(f"numgemm bench --claims: {name}, {time.strftime('%Y-%m-%d')}, paper preset, batch {args.batch}, "
-          f"N = {', '.join(map(str, sizes))}; counters at N={sizes[-1]}" + (f" ({note})" if note else "")
-          + f"; SASS facts for {facts['target']}")
-    print(table(claims))
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"device": name, "cc": list(dev.compute_capability), "date": time.strftime("%Y-%m-%d"),
-                       "times": [[k, n, ms] for (k, n), ms in times.items()],
-                       "counters": counters, "sass": facts, "claims": [c.__dict__ for c in claims]}, fh, indent=1)
-    return 0
 
 
 def main(argv=None):

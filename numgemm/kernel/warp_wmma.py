@@ -57,20 +57,23 @@ def routine(cfg):
     # to C; one that overhangs C goes through shared memory (the pipeline's,
     # free by now) and from there, bounds-checked, to C. The choice is
     # block-uniform, and each fragment has one store call: two call sites would
-    # keep the accumulators in local memory.
+    # keep the accumulators in local memory. The pitch is chosen once: a choice
+    # per fragment was 64 more branches for Numba's passes (2 s of int4_wmma's
+    # build) and the same SASS.
     bm, bn, threads, tp = cfg.bm, cfg.bn, cfg.threads, cfg.c_tile_pitch
     store = ["ldc = C.strides[1] >> 2",                   # C holds 4-byte elements
              "c_z = z * (C.strides[0] >> 2)",
              f"inside = c_aligned != 0 and m0 + {bm} <= M and n0 + {bn} <= N",
              "if not inside:",
              "    cuda.syncthreads()",
-             "tile = cuda.shared.array(0, acc_t)"]
+             "tile = cuda.shared.array(0, acc_t)",
+             f"ld = ldc if inside else {tp}"]
     for i in range(mi):
         for j in range(nj):
             store += [
                 f"r, c = wr0 + {i * om}, wc0 + {j * on}",
                 f"dst = P.pointer(C, c_z + (m0 + r) * ldc + n0 + c) if inside else P.pointer(tile, r * {tp} + c)",
-                f"w.store(dst, ldc if inside else {tp}, P.pointer(acc, {(i * nj + j) * nacc}))"]
+                f"w.store(dst, ld, P.pointer(acc, {(i * nj + j) * nacc}))"]
     store += ["if not inside:",
               "    cuda.syncthreads()",
               f"    for e in range({bm * bn // threads}):",

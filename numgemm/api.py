@@ -38,6 +38,9 @@ def gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, k=None,
     shape (batch, M, N) / (M, N). k: the true K of INT4 operands when it is odd.
     Returns out (or a new device array; a NumPy array when a and b are NumPy).
     """
+    shape = _checked(a, b, precision, kernel, preset, k)
+    if 0 in shape.mnk:                          # as NumPy answers: empty, or zeros for K = 0
+        return _empty_product(a, b, shape, out)
     plan = plan_gemm(a, b, precision=precision, kernel=kernel, preset=preset, out=out, k=k,
                      stream=stream)
     plan.launch()
@@ -81,11 +84,36 @@ class GemmPlan:
         return self.out.copy_to_host() if self.host_out else self.out
 
 
-def plan_gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, k=None, stream=0):
-    """Validate the operands, pick and compile the kernel: a GemmPlan."""
-    host = isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
+@dataclass
+class _Shape:
+    precision: str
+    prec: object
+    bmnk: tuple                     # batch, M, N, K (K in elements)
+    b_units: bool                   # INT4 B as K x N 16-bit units
+    cfg: object                     # the KernelConfig named by kernel=, or None for the default
+
+    @property
+    def mnk(self):
+        return self.bmnk[1:]
+
+
+def _checked(a, b, precision, kernel, preset, k):
+    """Everything about the arguments that needs no GPU: dtypes, ranks, K and
+    its bound, the inner dimensions, the batch, the preset and the kernel
+    named, each refused with a message naming the argument."""
     precision = _precision(a, precision)
     prec = PRECISIONS[precision]
+    if preset not in registry.PRESETS:
+        raise ValueError(f"preset must be one of {registry.PRESETS}, got {preset!r}")
+    cfg = None
+    if isinstance(kernel, str):
+        cfg = registry.get(kernel, preset)
+    elif isinstance(kernel, KernelConfig):
+        cfg = kernel
+    elif kernel is not None:
+        raise TypeError(f"kernel must be a registered name or a KernelConfig, got {type(kernel).__name__}")
+    if cfg is not None and cfg.precision != precision:
+        raise ValueError(f"kernel {cfg.name} is {cfg.precision}; the operands are {precision}")
     for x, name in ((a, "a"), (b, "b")):      # what can be checked before the GPU is needed
         _check_dtype(x, name, prec)
         if len(getattr(x, "shape", ())) not in (2, 3):
@@ -105,6 +133,36 @@ def plan_gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, k=
         raise ValueError(f"b's batch {batch_b} is neither 1 nor a's batch {batch}")
     if batch > 65535:
         raise ValueError(f"batch {batch} is more than the grid allows (65535)")
+    return _Shape(precision, prec, (batch, M, N, K), b_units, cfg)
+
+
+def _empty_product(a, b, shape, out):
+    """The product of a GEMM with M, N or K zero, as NumPy gives it: an empty
+    array, or zeros for K = 0; into out where it is given."""
+    batch, M, N, K = shape.bmnk
+    dtype = shape.prec.out_dtype_for(shape.cfg.acc if shape.cfg is not None else "")
+    dims = (batch, M, N) if len(a.shape) == 3 or len(b.shape) == 3 else (M, N)
+    if out is not None:
+        dev = _device(out, "out")
+        if tuple(dev.shape) != dims:
+            raise ValueError(f"out has shape {tuple(dev.shape)}; expected {dims}")
+        if dev.size:
+            dev.copy_to_device(np.zeros(dims, dev.dtype))
+        return out
+    zeros = np.zeros(dims, dtype)
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return zeros
+    return cuda.to_device(zeros)
+
+
+def plan_gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, k=None, stream=0):
+    """Validate the operands, pick and compile the kernel: a GemmPlan."""
+    host = isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
+    shape = _checked(a, b, precision, kernel, preset, k)
+    if 0 in shape.mnk:
+        raise ValueError(f"plan_gemm needs M, N and K of at least 1, got {shape.mnk}; gemm() answers empty "
+                         "shapes as NumPy does")
+    precision, prec, (batch, M, N, K), b_units = shape.precision, shape.prec, shape.bmnk, shape.b_units
     if not cuda.is_available():
         raise RuntimeError("numgemm.gemm needs a CUDA GPU and driver; none is available")
     a, b = _device(a, "a"), _device(b, "b")

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from . import operands
+from .cli import UsageError, entry, kernel_names
 from .precision import PRECISIONS
 from .toolchain import TARGETS
 
@@ -558,6 +559,21 @@ def _claims(args):
     return 0
 
 
+def _check_selection(args):
+    """Refuse, before any GPU work, kernel names no chosen preset has and a
+    selection that leaves nothing to run."""
+    from . import registry
+
+    presets = registry.PRESETS if args.preset == "all" else (args.preset,)
+    if args.diff or args.claims or args.linkage_cost:
+        return
+    kernel_names(args.kernels, presets)
+    if not select(args):
+        raise UsageError(f"the selection (--preset {args.preset}, --precision {' '.join(args.precision)}"
+                         + (f", --family {args.family}" if args.family else "")
+                         + (f", --kernels {' '.join(args.kernels)}" if args.kernels else "") + ") names no kernel")
+
+
 def _record(device, ceilings, rows, facts, args):
     """The run as --json writes it (and --plot reads it)."""
     return {"device": device, "date": time.strftime("%Y-%m-%d"), "batch": args.batch, "gpu": facts,
@@ -565,9 +581,11 @@ def _record(device, ceilings, rows, facts, args):
             "ceilings": ceilings, "rows": [asdict(r) for r in rows]}
 
 
+@entry("bench.py")
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse(argv)
+    _check_selection(args)
     if args.claims:
         return _claims(args)
     if args.profile and args.profile_launches is None and not args.diff:

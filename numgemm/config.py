@@ -88,6 +88,7 @@ class KernelConfig:
                                # 0: 2 where a warp has an even number of k steps per k-tile, else 1
 
     def __post_init__(self):
+        self._check_fields()
         if not self.acc:
             object.__setattr__(self, "acc", self.prec.acc)
         if self.op == "mma" and not self.mma_k:
@@ -319,6 +320,30 @@ class KernelConfig:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     # -- checks -------------------------------------------------------------
+    # Fields that count something: at least 1 (the rest of an int field may be 0).
+    _POSITIVE = ("bm", "bn", "bk", "warps_m", "warps_n", "warps_k", "stages", "raster", "min_blocks", "copy_parts")
+
+    def _check_fields(self):
+        """Each field's type, and the values that every check after it relies on,
+        in a message about the field at fault."""
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"KernelConfig precision must be one of {tuple(PRECISIONS)}, got {self.precision!r}")
+        for f in fields(self):
+            v = getattr(self, f.name)
+            want = {"int": int, "str": str, "bool": bool}.get(f.type if isinstance(f.type, str) else f.type.__name__)
+            if want is int and (isinstance(v, bool) or not isinstance(v, int)):
+                raise TypeError(f"KernelConfig {f.name} must be an int, got {type(v).__name__} {v!r}")
+            if want in (str, bool) and not isinstance(v, want):
+                raise TypeError(f"KernelConfig {f.name} must be a {want.__name__}, got {type(v).__name__} {v!r}")
+            if f.name in self._POSITIVE and v < 1:
+                raise ValueError(f"KernelConfig {f.name} must be at least 1, got {v}")
+            if want is int and v < 0:
+                raise ValueError(f"KernelConfig {f.name} must be >= 0, got {v}")
+        for tile, warps in (("bm", "warps_m"), ("bn", "warps_n")):
+            if getattr(self, tile) % getattr(self, warps):
+                raise ValueError(f"KernelConfig {tile}={getattr(self, tile)} does not divide among "
+                                 f"{warps}={getattr(self, warps)} warps")
+
     def validate(self):
         err = []
         p = self.prec

@@ -11,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from .cli import entry, kernel_names
 from .sass import Build, Loop, build  # noqa: F401 - the library side, re-exported
 from .toolchain import TARGETS, has_native_s4_mma, parse_target, target_name
 
@@ -26,6 +27,7 @@ def s4_note(target):
             "widens in the kernel instead.")
 
 
+@entry("python -m numgemm.inspect")
 def main(argv=None):
     from . import registry
     from .kernel import build_config
@@ -52,6 +54,7 @@ def main(argv=None):
     names = registry.names(args.preset) if args.all else args.kernels
     if not names:
         ap.error("name a kernel, or --all, or --list")
+    kernel_names(names, (args.preset,))
     print(s4_note(args.target))
     for name in names:
         cfg = registry.get(name, args.preset)

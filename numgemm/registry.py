@@ -137,7 +137,18 @@ def get(name, preset="tuned"):
     for cfg in REGISTRY[preset].values():
         if cfg.name == name:
             return cfg
-    raise KeyError(f"no kernel {name!r} in preset {preset!r}; known: {', '.join(REGISTRY[preset])}")
+    raise KeyError(unknown(name, preset))
+
+
+def unknown(name, preset="tuned"):
+    """Why name is not a kernel of preset, with the nearest registered names."""
+    import difflib
+
+    near = difflib.get_close_matches(str(name), REGISTRY[preset], n=3, cutoff=0.6)
+    other = [p for p in PRESETS if p != preset and name in REGISTRY[p]]
+    hint = (f"; did you mean {' or '.join(map(repr, near))}?" if near else "") \
+        + (f"; it is in preset {other[0]!r}" if other else "")
+    return f"no kernel {name!r} in preset {preset!r}{hint} (python -m numgemm.inspect --list names them all)"
 
 
 def default(precision, b_layout, preset="tuned", cc=None, m=None, k=None):

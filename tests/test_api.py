@@ -19,10 +19,39 @@ from tests.conftest import HAVE_GPU
     (np.zeros((4, 4), np.float16), np.zeros((4, 4), np.float16), dict(precision="fp8"), ValueError, "precision must be"),
     (np.zeros((4, 3), np.uint8), np.zeros((3, 4), np.uint8), dict(precision="int4", k=9), ValueError, "does not fit"),
     ([[1]], np.zeros((4, 4), np.float16), dict(precision="fp16"), TypeError, "NumPy array or have __cuda_array_interface__"),
+    # the kernel and preset are checked before the GPU is needed, a typo with the nearest names
+    (np.zeros((4, 16), np.int8), np.zeros((8, 16), np.int8).T, dict(kernel="int8_ptx_mma_k23"), KeyError,
+     "did you mean 'int8_ptx_mma_k32'"),
+    (np.zeros((4, 16), np.int8), np.zeros((8, 16), np.int8).T, dict(kernel="int8_ptx_tma", preset="paper"),
+     KeyError, "it is in preset 'tuned'"),
+    (np.zeros((4, 16), np.int8), np.zeros((8, 16), np.int8).T, dict(preset="fast"), ValueError, "preset must be"),
+    (np.zeros((4, 16), np.int8), np.zeros((8, 16), np.int8).T, dict(kernel=3), TypeError, "registered name"),
+    (np.zeros((4, 16), np.int8), np.zeros((8, 16), np.int8).T, dict(kernel="fp16_ptx_mma"), ValueError,
+     "is fp16; the operands are int8"),
 ])
 def test_bad_input_is_named(a, b, kw, error, message):
     with pytest.raises(error, match=message):
         numgemm.gemm(a, b, **kw)
+
+
+@pytest.mark.parametrize("a,b,kw,shape,dtype", [
+    (np.ones((0, 16), np.int8), np.ones((8, 16), np.int8).T, {}, (0, 8), np.int32),
+    (np.ones((4, 16), np.int8), np.ones((0, 16), np.int8).T, {}, (4, 0), np.int32),
+    (np.ones((4, 0), np.float16), np.ones((0, 3), np.float16), {}, (4, 3), np.float32),
+    (np.ones((2, 4, 0), np.float16), np.ones((0, 3), np.float16), {}, (2, 4, 3), np.float32),
+    (np.ones((4, 0), np.float16), np.ones((0, 3), np.float16), dict(kernel="fp16_ptx_fp16acc"), (4, 3), np.float16),
+    (np.ones((4, 0), np.uint8), np.ones((0, 5), np.uint8), dict(precision="int4"), (4, 5), np.int32),
+])
+def test_empty_shapes_follow_numpy(a, b, kw, shape, dtype):
+    """M = 0 or N = 0: an empty product; K = 0: zeros; no GPU needed for NumPy operands."""
+    c = numgemm.gemm(a, b, **kw)
+    assert c.shape == shape and c.dtype == dtype
+    assert not c.any()
+
+
+def test_a_plan_needs_a_kernel_to_run():
+    with pytest.raises(ValueError, match="gemm\\(\\) answers empty shapes"):
+        numgemm.plan_gemm(np.ones((0, 16), np.int8), np.ones((8, 16), np.int8).T)
 
 
 @pytest.mark.skipif(HAVE_GPU, reason="checks the message given without a GPU")

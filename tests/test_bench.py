@@ -65,3 +65,13 @@ def test_profile_without_ncu_says_so_in_one_line(monkeypatch, capsys):
     assert bench.main(["--profile", "--kernels", "int8_ptx_mma_k32"]) == 1
     out = capsys.readouterr().out.strip()
     assert "ncu" in out and "\n" not in out
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--kernels", "int8_ptx_mma_k23"], "did you mean 'int8_ptx_mma_k32'"),
+    (["--precision", "fp16", "--kernels", "int8_ptx_mma_k32"], "names no kernel"),
+])
+def test_a_bad_selection_is_one_line_and_exit_2(argv, message, capsys):
+    assert bench.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err and err.startswith("bench.py: ")

@@ -81,6 +81,24 @@ def test_invalid_configs_say_why(changes, message):
         KernelConfig("int8", **changes)
 
 
+@pytest.mark.parametrize("changes,error,message", [
+    (dict(bm=257), ValueError, "bm=257 does not divide among warps_m=2"),
+    (dict(swizzle="yes"), TypeError, "swizzle must be a bool, got str 'yes'"),
+    (dict(stages="4"), TypeError, "stages must be an int, got str '4'"),
+    (dict(smem_pad=True), TypeError, "smem_pad must be an int, got bool"),
+    (dict(bm=0), ValueError, "bm must be at least 1"),
+    (dict(cache=None), TypeError, "cache must be a str"),
+])
+def test_fields_are_checked_by_name(changes, error, message):
+    with pytest.raises(error, match=message):
+        KernelConfig("int8", **changes)
+
+
+def test_an_unknown_precision_is_named():
+    with pytest.raises(ValueError, match="precision must be one of .*got 'fp8'"):
+        KernelConfig("fp8")
+
+
 def test_shared_memory_limit():
     with pytest.raises(ValueError, match="shared memory"):
         KernelConfig("int8", bm=256, bn=256, bk=256, warps_m=4, warps_n=4, stages=5)

@@ -32,3 +32,17 @@ def test_module_entry_point_is_quiet():
     proc = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-m", "numgemm.inspect", "--list"],
                           capture_output=True, text=True)
     assert proc.returncode == 0 and "RuntimeWarning" not in proc.stderr
+
+
+def test_an_unknown_name_is_one_line(capsys):
+    assert main(["int8_ptx_tma", "--preset", "paper"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "it is in preset 'tuned'" in err and "\n" not in err
+
+
+def test_a_closed_pipe_ends_quietly():
+    """`--sass | head`: some 300 KB of SASS into a pipe its reader has closed."""
+    cmd = f"{sys.executable} -m numgemm.inspect int8_ptx_mma_k32 --target sm_80 --sass | head -1"
+    done = subprocess.run(cmd, shell=True, capture_output=True, text=True)
+    assert done.stdout.startswith("sm_80")
+    assert done.stderr == ""

@@ -85,6 +85,20 @@ def test_device_arrays_in_place(rng):
 
 
 @pytest.mark.gpu
+def test_empty_shapes_on_device_arrays():
+    """Device operands give a device result; out= is filled in place (zeros for K = 0)."""
+    from numba import cuda
+
+    a, bt = cuda.to_device(np.ones((0, 16), np.int8)), cuda.to_device(np.ones((8, 16), np.int8))
+    c = numgemm.gemm(a, numgemm.transposed(bt))
+    assert c.shape == (0, 8) and cuda.is_cuda_array(c)
+    out = cuda.to_device(np.full((4, 3), 7.0, np.float32))
+    zero_k = numgemm.gemm(cuda.to_device(np.ones((4, 0), np.float16)), cuda.to_device(np.ones((0, 3), np.float16)),
+                          out=out)
+    assert zero_k is out and not out.copy_to_host().any()
+
+
+@pytest.mark.gpu
 def test_wrong_layout_for_the_kernel(rng):
     a = np.zeros((32, 64), np.int8)
     with pytest.raises(ValueError, match=r"take B as NK .*numgemm\.transposed\(bt\)"):

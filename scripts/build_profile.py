@@ -3,14 +3,17 @@
     python scripts/build_profile.py int8_ptx_mma_k32 fp16_ptx_mma int4_ptx_unpack_s8 --target sm_90
     python scripts/build_profile.py ... --tree /tmp/before       # another checkout, for before/after
 
-Each kernel is built once, uncached (NUMGEMM_CACHE=0), as numgemm.inspect
-builds it: one front end, then a link for every offline target. Numba's
-passes are timed exclusively: a device function that Numba compiles while
-typing its caller (numgemm.kernel.regs.device) is counted in its own passes,
-not in the caller's type inference. Stages: Numba's passes by group, NVVM
-(LLVM IR to LTO-IR), nvJitLink (LTO-IR and the linked .ptx/.cu to a cubin,
-once per target), and the disassembly that offline inspection adds. "own
-target" is what `inspect NAME --target T` reports: the front end and T's link.
+Each kernel is built once for the target, uncached (NUMGEMM_CACHE=0), as
+`NUMGEMM_CACHE=0 python -m numgemm.inspect NAME --target T` builds it: one
+front end and T's link (with the cache on, build_config links every offline
+target from that front end). Numba's passes are timed exclusively: a device
+function that Numba compiles while typing its caller
+(numgemm.kernel.regs.device) is counted in its own passes, not in the
+caller's type inference. Stages: Numba's passes by group, NVVM (LLVM IR to
+LTO-IR), nvJitLink (LTO-IR and the linked .ptx/.cu to a cubin), and the
+disassembly that offline inspection adds. "own target" is what inspect
+reports (the build's seconds); "whole build" adds the cache key, the tables
+and the resource reading around it.
 """
 
 import argparse
@@ -135,7 +138,7 @@ def main(argv=None):
     for label in rows[0][3]:
         print(f"{label:32s}" + "".join(f"{s[label]:24.2f}" for _, _, _, s, _ in rows))
     print(f"{'Numba compiles (kernel + callees)':32s}" + "".join(f"{c:24d}" for *_, c in rows))
-    print(f"{'whole build (all targets)':32s}" + "".join(f"{t:24.2f}" for _, t, *_ in rows))
+    print(f"{'whole build':32s}" + "".join(f"{t:24.2f}" for _, t, *_ in rows))
     print(f"{'own target (inspect reports)':32s}" + "".join(f"{t:24.2f}" for _, _, t, *_ in rows))
     return 0
 

@@ -41,8 +41,7 @@ def gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, k=None,
     shape = _checked(a, b, precision, kernel, preset, k)
     if 0 in shape.mnk:                          # as NumPy answers: empty, or zeros for K = 0
         return _empty_product(a, b, shape, out)
-    plan = plan_gemm(a, b, precision=precision, kernel=kernel, preset=preset, out=out, k=k,
-                     stream=stream)
+    plan = _plan(a, b, shape, preset, out, stream)
     plan.launch()
     return plan.result()
 
@@ -141,15 +140,13 @@ def _empty_product(a, b, shape, out):
     array, or zeros for K = 0; into out where it is given."""
     batch, M, N, K = shape.bmnk
     dtype = shape.prec.out_dtype_for(shape.cfg.acc if shape.cfg is not None else "")
-    dims = (batch, M, N) if len(a.shape) == 3 or len(b.shape) == 3 else (M, N)
-    if out is not None:
-        dev = _device(out, "out")
-        if tuple(dev.shape) != dims:
-            raise ValueError(f"out has shape {tuple(dev.shape)}; expected {dims}")
-        if dev.size:
-            dev.copy_to_device(np.zeros(dims, dev.dtype))
-        return out
-    zeros = np.zeros(dims, dtype)
+    batched = len(a.shape) == 3 or len(b.shape) == 3
+    if out is not None:                 # checked as a launch's out is, then zeroed
+        C, _, result = _output(out, batched, batch, M, N, dtype, False)
+        if C.size:
+            C.copy_to_device(np.zeros(C.shape, C.dtype))
+        return result
+    zeros = np.zeros((batch, M, N) if batched else (M, N), dtype)
     if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
         return zeros
     return cuda.to_device(zeros)
@@ -157,11 +154,16 @@ def _empty_product(a, b, shape, out):
 
 def plan_gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, k=None, stream=0):
     """Validate the operands, pick and compile the kernel: a GemmPlan."""
-    host = isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
     shape = _checked(a, b, precision, kernel, preset, k)
     if 0 in shape.mnk:
         raise ValueError(f"plan_gemm needs M, N and K of at least 1, got {shape.mnk}; gemm() answers empty "
                          "shapes as NumPy does")
+    return _plan(a, b, shape, preset, out, stream)
+
+
+def _plan(a, b, shape, preset, out, stream):
+    """The GemmPlan of operands that _checked() has passed."""
+    host = isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
     precision, prec, (batch, M, N, K), b_units = shape.precision, shape.prec, shape.bmnk, shape.b_units
     if not cuda.is_available():
         raise RuntimeError("numgemm.gemm needs a CUDA GPU and driver; none is available")
@@ -176,7 +178,7 @@ def plan_gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, k=
                          f"got {_dtype_name(b)} laid out {layout.upper()}")
 
     cc = tuple(cuda.get_current_device().compute_capability)
-    cfg = _config(kernel, precision, layout, preset, M, K, cc)
+    cfg = _config(shape.cfg, precision, layout, preset, M, K, cc)
     why = cfg.unsupported(cc)
     if why:
         raise NotOnThisGPU(why)
@@ -348,18 +350,15 @@ _LAYOUT_HINT = {"nk": "b = bt.T for a row-major N x K array bt; numgemm.transpos
                 "kn": "b as a row-major K x N array"}
 
 
-def _config(kernel, precision, layout, preset, m, k, cc):
-    if kernel is None:
+def _config(cfg, precision, layout, preset, m, k, cc):
+    """The kernel to launch: cfg (named by the caller and checked by _checked())
+    where it fits B's layout and K, else the preset's default for this GPU."""
+    if cfg is None:
         try:
             return registry.default(precision, layout, preset, cc, m, k)
         except ValueError as e:
             other = "kn" if layout == "nk" else "nk"
             raise ValueError(f"{e} ({_LAYOUT_HINT[other]})") from None
-    cfg = registry.get(kernel, preset) if isinstance(kernel, str) else kernel
-    if not isinstance(cfg, KernelConfig):
-        raise TypeError(f"kernel must be a registered name or a KernelConfig, got {type(kernel).__name__}")
-    if cfg.precision != precision:
-        raise ValueError(f"kernel {cfg.name} is {cfg.precision}; the operands are {precision}")
     if cfg.b_layout != layout:
         raise ValueError(f"kernel {cfg.name} takes B as {cfg.b_layout.upper()} "
                          f"({_LAYOUT_HINT[cfg.b_layout]}); "

@@ -374,7 +374,7 @@ def _ratios(rows, times, family):
     """Each row's ratios: another kernel's time over this one's, from this run."""
     from . import registry
 
-    family_base = next(iter(registry.FAMILIES["tuned"][family])) if family else None
+    family_base = registry.family_base(family) if family else None
     for row in rows:
         if row.status != "ok" or math.isnan(row.ms):
             continue
@@ -623,13 +623,14 @@ def main(argv=None):
             w = csv.DictWriter(fh, fieldnames=list(asdict(rows[0])))
             w.writeheader()
             w.writerows(asdict(r) for r in rows)
+    record = _record(device, ceilings, rows, facts, args)
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump(_record(device, ceilings, rows, facts, args), fh, indent=1)
+            json.dump(record, fh, indent=1)
     if args.plot:
         from .plots import write
 
-        for path in write(_record(device, ceilings, rows, facts, args), args.plot):
+        for path in write(record, args.plot):
             print(f"wrote {path}")
     return 0 if all(r.status in ("ok", "n/a") for r in rows) else 2
 

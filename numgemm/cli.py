@@ -16,8 +16,13 @@ def kernel_names(names, presets):
     from . import registry
 
     for name in names or ():
-        if not any(name in registry.REGISTRY[p] or any(c.name == name for c in registry.REGISTRY[p].values())
-                   for p in presets):
+        for preset in presets:
+            try:
+                registry.get(name, preset)
+                break
+            except KeyError:
+                continue
+        else:
             raise UsageError(registry.unknown(name, presets[0]))
 
 

@@ -276,7 +276,7 @@ def profile_table(rows):
             cells = []
             for r in here:
                 q = r.get("ratio", {}).get(name)
-                cells.append(fmt(r[name]) + (f" ({q:.2f}x)" if q is not None and name in r.get("ratio", {}) else ""))
+                cells.append(fmt(r[name]) + (f" ({q:.2f}x)" if q is not None else ""))
             body.append([name, *cells])
         heads = ["N = " + str(n), *(f"{r['preset']}/{r['kernel']}" for r in here)]
         blocks.append(tabulate(body, headers=heads, tablefmt="github", disable_numparse=True))
@@ -295,7 +295,7 @@ def profile_run(args, argv):
     if args.family:
         from . import registry
 
-        with_ratios(rows, next(iter(registry.FAMILIES["tuned"][args.family])))
+        with_ratios(rows, registry.family_base(args.family))
     print(f"numgemm bench --profile: Nsight Compute, clock control {args.clocks}, cache control all (caches "
           f"flushed before each replay pass), one timed launch per kernel and size, {time.strftime('%Y-%m-%d')}")
     print(profile_table(rows))

@@ -124,6 +124,12 @@ REGISTRY = {preset: {n: c for fam in FAMILIES[preset].values() for n, c in fam.i
 BASELINE = {"fp16": "fp16_wmma", "int8": "int8_wmma", "int4": "int4_wmma"}
 
 
+def family_base(family):
+    """The kernel a family's ratios are to: its first member (the tuned preset's
+    and the paper preset's families list the same names, base first)."""
+    return next(iter(FAMILIES["tuned"][family]))
+
+
 def names(preset="tuned", precision=None):
     return [n for n, c in REGISTRY[preset].items() if precision in (None, c.precision)]
 

@@ -21,7 +21,8 @@ import os
 import sys
 import time
 from collections import defaultdict
-from pathlib import Path
+
+from sass_hashes import _use_tree  # the same way into another checkout
 
 # Numba's passes, grouped (by the pass's name()); the rest is "other passes".
 GROUPS = (
@@ -41,12 +42,6 @@ GROUPS = (
 TOOLS = (("NVVM", "numba.cuda.cudadrv.nvvm", "compile_ir"),
          ("nvJitLink", "numba.cuda.cudadrv.driver", "_Linker.complete"),
          ("disassembly", "numgemm.sass", "run_tool"))
-
-
-def _use_tree(tree):
-    if tree:
-        sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
-        sys.path.insert(0, str(Path(tree).resolve()))
 
 
 class PassClock:
@@ -131,8 +126,9 @@ def main(argv=None):
     _use_tree(args.tree)
     from numgemm import registry
 
-    # One process per kernel would be fairer still; a kernel's own callees
-    # are new closures, so nothing of one kernel's build serves the next.
+    # Module-level helpers (regs.swizzled, the PTX routines) compile once per
+    # process, so kernels after the first do not pay for them: for a cold
+    # figure of one kernel, name it alone (or use numgemm.inspect).
     rows = [(name, *profile(registry.get(name, args.preset), args.target)) for name in args.kernels]
     print(f"{'stage (s)':32s}" + "".join(f"{n:>24s}" for n, *_ in rows))
     for label in rows[0][3]:

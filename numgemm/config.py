@@ -26,11 +26,15 @@ class KernelConfig:
 
     op: "mma" calls ptx_asm/ (ldmatrix + mma.sync); "wmma" calls baselines/.
     Both share the skeleton: the same block tiling, warp tiling, pipeline and
-    loaders, with only the warp-level routine swapped.
+    loaders, with only the warp-level routine swapped. "wgmma" (sm_90a) runs
+    the warp-specialised skeleton: a producer warpgroup has TMA fill the
+    stages, warps_m / 4 consumer warpgroups each issue wgmma on 64 rows of
+    the block tile (warps_m = bm / 16: warp w holds rows 16w .. 16w + 15, as
+    an mma warp tile of 16 x bn would).
     """
 
     precision: str
-    op: str = "mma"            # mma | wmma
+    op: str = "mma"            # mma | wmma | wgmma | dp4a
     mma_k: int = 0             # k of m16n8k<k> (mma); 0: the precision's largest
     bm: int = 128              # block tile, in output rows
     bn: int = 128              # block tile, in output columns
@@ -95,6 +99,8 @@ class KernelConfig:
             object.__setattr__(self, "mma_k", self.prec.mma_ks[0])
         if self.op == "wmma":
             object.__setattr__(self, "mma_k", self.prec.wmma[2])
+        if self.op == "wgmma":
+            object.__setattr__(self, "mma_k", self.shared_view.prec.wgmma_k)
         if self.op == "dp4a":
             object.__setattr__(self, "mma_k", 4)
         if not self.reg_buffers:
@@ -110,7 +116,12 @@ class KernelConfig:
 
     @property
     def threads(self):
-        return 32 * self.warps_m * self.warps_n * self.warps_k
+        return 32 * self.warps_m * self.warps_n * self.warps_k + self.producer_threads
+
+    @property
+    def producer_threads(self):
+        """op="wgmma": the producer warpgroup, ahead of the consumers' warps."""
+        return 128 if self.op == "wgmma" else 0
 
     @property
     def warp_tile(self):
@@ -123,6 +134,8 @@ class KernelConfig:
             return 1, 1, 4
         if self.op == "wmma":
             return self.prec.wmma
+        if self.op == "wgmma":
+            return 64, self.bn, self.mma_k
         if self.unpack == "tile":
             return 16, 8, 32            # s8 in shared memory: the int8 k32 path
         if self.unpack != "none":
@@ -190,11 +203,24 @@ class KernelConfig:
         """The oldest compute capability the kernel runs on."""
         return (9, 0) if self.copy == "tma" else (8, 0)
 
+    @property
+    def arch_specific(self):
+        """Whether the kernel needs Hopper's arch-specific target (sm_90a,
+        not sm_90): wgmma and setmaxnreg exist only there."""
+        return self.op == "wgmma"
+
+    def build_target(self, target):
+        """The target name a build for target uses: 'sm_90' -> 'sm_90a' for a
+        kernel that needs the arch-specific features."""
+        return target_name(parse_target(target)) + ("a" if self.arch_specific else "")
+
     def unsupported(self, target, launch=True):
         """Why this kernel cannot be launched on (launch=False: built for) a GPU
         of compute capability `target` ((9, 0), 'sm_90'); None where it can.
         The one answer gemm(), the bench, inspect and the tests ask."""
         cc = parse_target(target)
+        if cc < self.min_cc and self.op == "wgmma":
+            return f"{self.name} issues wgmma, which {target_name(cc)} lacks: it needs sm_90a (Hopper)"
         if cc < self.min_cc:
             return (f"{self.name} copies with the TMA unit (copy={self.copy!r}), which {target_name(cc)} "
                     f"lacks: it needs {target_name(self.min_cc)}")
@@ -286,8 +312,11 @@ class KernelConfig:
     @property
     def tma_bytes(self):
         """copy="tma": room to align the stages to 1024 bytes (the swizzle's
-        period), then one 8-byte mbarrier per stage after them."""
-        return 1024 + 8 * self.stages if self.copy == "tma" else 0
+        period), then one 8-byte mbarrier per stage after them (op="wgmma":
+        two, the stage's "full" and its "empty")."""
+        if self.copy != "tma":
+            return 0
+        return 1024 + 8 * self.stages * (2 if self.op == "wgmma" else 1)
 
     @property
     def reduce_bytes(self):
@@ -349,15 +378,17 @@ class KernelConfig:
         p = self.prec
         wm, wn = self.warp_tile
         om, on, ok = self.op_shape
-        if self.op not in ("mma", "wmma", "dp4a"):
-            err.append(f"op {self.op!r} is not mma, wmma or dp4a")
+        if self.op not in ("mma", "wmma", "wgmma", "dp4a"):
+            err.append(f"op {self.op!r} is not mma, wmma, wgmma or dp4a")
         if self.op == "dp4a":     # no tensor cores: one thread per output of a bm x bn tile
             if self.precision != "int8" or self.bm * self.bn != self.threads or self.b_layout != "nk":
                 raise ValueError("dp4a is int8 with B as N x K and one thread per output (bm * bn threads)")
             return
         if self.op == "mma" and self.mma_k not in p.mma_ks:
             err.append(f"{self.precision} mma has k in {p.mma_ks}, not {self.mma_k}")
-        if self.bm % self.warps_m or self.bn % self.warps_n or wm % om or wn % on:
+        if self.op == "wgmma":
+            err += self._wgmma_errors()
+        elif self.bm % self.warps_m or self.bn % self.warps_n or wm % om or wn % on:
             err.append(f"warp tile {wm}x{wn} is not a multiple of the {om}x{on} operation")
         if self.op == "wmma" and self.op_shape[1] == 16 and wn % 16:
             err.append("WMMA 16x16 needs warp tiles in multiples of 16")
@@ -384,7 +415,7 @@ class KernelConfig:
         elif self.copy == "tma" and (self.evict != "none" or max(self.tma_box_rows) > 256):
             err.append(f"copy=tma copies boxes of at most 256 rows, with no evict policy: "
                        f"boxes of {self.tma_box_rows} rows, evict={self.evict}")
-        if self.swizzle and (self.op != "mma" or self.b_global != "cp_async" or self.private_tiles
+        if self.swizzle and (self.op not in ("mma", "wgmma") or self.b_global != "cp_async" or self.private_tiles
                               or self.unpack == "tile"):
             err.append(f"swizzled tiles (swizzle, copy={self.copy}) are shared tiles of whole 16-byte "
                        f"chunks that mma kernels read (op=mma; no private tiles, ldg16 or unpack=tile; "
@@ -392,7 +423,7 @@ class KernelConfig:
         elif self.swizzle and self.bk_bytes != SWIZZLE_BYTES:
             err.append(f"swizzled tiles have rows of {SWIZZLE_BYTES} bytes of K: bk={self.bk} is "
                        f"{self.bk_bytes} bytes")
-        elif self.swizzle and self.b_layout == "kn" and 2 * wn != SWIZZLE_BYTES:
+        elif self.swizzle and self.b_layout == "kn" and 2 * wn != SWIZZLE_BYTES and self.op != "wgmma":
             err.append(f"swizzled K x N B: a warp's {wn} columns must be one {SWIZZLE_BYTES}-byte box wide")
         if self.zfill_src not in ("base", "any"):
             err.append("zfill_src must be base or any")
@@ -440,6 +471,23 @@ class KernelConfig:
             err.append(f"{self.smem_bytes} bytes of shared memory is more than a block can have")
         if err:
             raise ValueError(f"invalid kernel config ({self.precision} {self.op}): " + "; ".join(err))
+
+    def _wgmma_errors(self):
+        """What a wgmma kernel needs: whole consumer warpgroups of 64 rows, the
+        N and k of a routine in ptx_asm/wgmma.ptx, TMA copies into 128-byte
+        rows, B as the instruction can read it."""
+        err = []
+        if self.warps_n != 1 or self.warps_k != 1 or self.warps_m % 4 or self.bm != 16 * self.warps_m:
+            err.append(f"wgmma: consumer warpgroups of 64 rows (warps_m = bm / 16, a multiple of 4; "
+                       f"warps_n = warps_k = 1), got bm={self.bm}, warps {self.warps_m}x{self.warps_n}x{self.warps_k}")
+        if not self.shared_view.prec.wgmma or self.bn != 256:
+            err.append(f"wgmma: routines for N = 256 with f16 or s8 operands, got bn={self.bn}, {self.precision}")
+        if self.copy != "tma" or self.linkage != "inline" or self.unpack not in ("none",):
+            err.append("wgmma: its stages come by TMA (copy=tma), its routines inline, its operands "
+                       "unwidened (unpack=none)")
+        if self.shared_view.precision == "int8" and self.b_layout != "nk":
+            err.append("wgmma: integer B is K-major only (b_layout=nk)")
+        return err
 
 
 _SHORT = {

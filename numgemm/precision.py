@@ -25,6 +25,7 @@ class Precision:
     out_dtype: object
     values: tuple             # [lo, hi) of the random integers the checks draw; () for normal floats
     ceiling: str              # the mma routine whose register-only loop is this precision's ceiling
+    wgmma: str = ""           # the wgmma routine at N = 256 (ptx_asm/wgmma.ptx); "": none (s4)
 
     def kbytes(self, k):
         """Bytes that k elements take in a row (INT4: two per byte)."""
@@ -76,12 +77,19 @@ class Precision:
     def ceiling_k(self):
         return int(self.ceiling.split("k")[1].split("_")[0])
 
+    @property
+    def wgmma_k(self):
+        """k of the wgmma routine (16 for f16, 32 for s8); 0 where there is none."""
+        return int(self.wgmma.split("k")[1].split("_")[0]) if self.wgmma else 0
+
 
 PRECISIONS = {
     "fp16": Precision("fp16", 16, "f32", (16, 8), {"f32": "f16_f32", "f16": "f16_f16"}, (16, 16, 16), "f16",
-                      "HMMA.16816.F32", np.float16, np.float32, (), "mma_m16n8k16_f16_f32"),
+                      "HMMA.16816.F32", np.float16, np.float32, (), "mma_m16n8k16_f16_f32",
+                      "wgmma_m64n256k16_f32_f16_f16"),
     "int8": Precision("int8", 8, "s32", (32, 16), {"s32": "s8_s32"}, (16, 16, 16), "s8",
-                      "IMMA.16816.S8.S8", np.int8, np.int32, (-128, 128), "mma_m16n8k32_s8_s32"),
+                      "IMMA.16816.S8.S8", np.int8, np.int32, (-128, 128), "mma_m16n8k32_s8_s32",
+                      "wgmma_m64n256k32_s32_s8_s8"),
     "int4": Precision("int4", 4, "s32", (64, 32), {"s32": "s4_s32"}, (8, 8, 32), "s4",
                       "IMMA.8832.S4.S4", np.uint8, np.int32, (-8, 8), "mma_m16n8k64_s4_s32"),
 }

@@ -55,7 +55,7 @@ _CONSTRAINTS = {"b32": "r", "u32": "r", "s32": "r", "f32": "f", "b64": "l", "u64
 # Opcodes that only compute on registers: routines made of these alone may be
 # moved or merged by LLVM; any other instruction touches memory or ordering.
 _PURE_OPCODES = {"mma", "and", "or", "xor", "not", "add", "sub", "mul", "shl", "shr",
-                 "prmt", "lop3", "mov", "cvt", "createpolicy", "dp4a"}
+                 "prmt", "lop3", "mov", "cvt", "createpolicy", "dp4a", "bfe"}
 
 
 @dataclass(frozen=True)
@@ -92,14 +92,20 @@ class Routine:
         return ret(*(op.numba_type for op in self.inputs))
 
     def inline_asm(self):
-        """(PTX text, LLVM constraint string) for the inline linkage."""
+        """(PTX text, LLVM constraint string) for the inline linkage. A
+        register that is both an input and the result (wgmma's accumulators)
+        is tied: its input constraint names the output's number, so that
+        input and output are one register and no move comes between."""
         outs = self.output.regs if self.output else ()
         ins = [r for op in self.inputs for r in op.regs]
-        number = {reg: f"${i}" for i, reg in enumerate([*outs, *ins])}
+        number = {}
+        for i, reg in enumerate([*outs, *ins]):
+            number.setdefault(reg, f"${i}")
         body = re.sub(r"%\w+", lambda m: number.get(m.group(0), m.group(0)), self.body)
         text = "{\n" + "".join(f"{d};\n" for d in self.temps) + body + "}"
         out_c = [f"={_CONSTRAINTS[self.output.ptxtype]}"] * len(outs) if self.output else []
-        in_c = [_CONSTRAINTS[op.ptxtype] for op in self.inputs for _ in op.regs]
+        tied = {reg: str(i) for i, reg in enumerate(outs)}
+        in_c = [tied.get(r, _CONSTRAINTS[op.ptxtype]) for op in self.inputs for r in op.regs]
         clobber = [] if self.pure else ["~{memory}"]
         return text, ",".join(out_c + in_c + clobber)
 
@@ -111,8 +117,14 @@ _FUNC = re.compile(
     re.M | re.S,
 )
 _REG_DECL = re.compile(r"^\.reg\s+\.(\w+)\s+(.*)$")
-_LD_PARAM = re.compile(r"^ld\.param\.(\w+)\s+(%\w+)\s*,\s*\[(\w+)\]$")
-_ST_PARAM = re.compile(r"^st\.param\.(\w+)\s+\[(\w+)(?:\+(\d+))?\]\s*,\s*(%\w+)$")
+# A scalar or a vector (ld.param.v4.f32 {%d0, %d1, %d2, %d3}, [d+16]) of an array parameter.
+_LD_PARAM = re.compile(r"^ld\.param\.(?:v\d\.)?(\w+)\s+(\{[^}]*\}|%\w+)\s*,\s*\[(\w+)(?:\+(\d+))?\]$")
+_ST_PARAM = re.compile(r"^st\.param\.(?:v\d\.)?(\w+)\s+\[(\w+)(?:\+(\d+))?\]\s*,\s*(\{[^}]*\}|%\w+)$")
+
+
+def _vector(text):
+    """'{%a, %b}' or '%a' -> ['%a', '%b'] / ['%a']"""
+    return [r.strip() for r in text.strip("{}").split(",")]
 
 
 def _param_names(text):
@@ -144,19 +156,23 @@ def _parse_func(m, path, notes):
             for reg in _expand(d.group(2)):
                 reg_type[reg] = d.group(1)
         elif ld := _LD_PARAM.match(s):
-            loads[ld.group(3)] = (ld.group(2), ld.group(1))
+            off = int(ld.group(4) or 0)
+            loads.setdefault(ld.group(3), []).extend(
+                ((off, i), reg, ld.group(1)) for i, reg in enumerate(_vector(ld.group(2))))
         elif st := _ST_PARAM.match(s):
-            stores.append((int(st.group(3) or 0), st.group(4), st.group(1)))
+            off = int(st.group(3) or 0)
+            stores.extend(((off, i), reg, st.group(1)) for i, reg in enumerate(_vector(st.group(4))))
         elif s != "ret":
             body.append(s)
 
-    # Tuple parameters are named <group><index>: a0, a1, ... -> argument "a".
+    # Tuple parameters are named <group><index> (a0, a1, ... -> argument "a"),
+    # or are one array loaded in vectors (d[512] -> argument "d").
     groups = {}
     for p in _param_names(m.group("params")):
         if p not in loads:
             raise ValueError(f"{path}: {sym}: parameter {p} is never loaded")
         g = re.fullmatch(r"([a-z]+)\d+", p)
-        groups.setdefault(g.group(1) if g else p, []).append(loads[p])
+        groups.setdefault(g.group(1) if g else p, []).extend((r, t) for _, r, t in sorted(loads[p]))
     inputs = tuple(Operand(name, tuple(r for r, _ in regs), regs[0][1])
                    for name, regs in groups.items())
     output = None

@@ -96,6 +96,11 @@ def _families(preset):
         families["fp16"]["fp16_ptx_tma"] = fp16.replace(copy="tma")
         families["int8"]["int8_ptx_tma"] = int8.replace(copy="tma")
         families["int4"]["int4_ptx_unpack_s8_tma"] = int4.replace(unpack="scaled", copy="tma")
+        # sm_90a: wgmma, the warpgroup's instruction, in a warp-specialised block: a
+        # producer warpgroup has TMA fill 4 stages, two consumer warpgroups of 64 x 256.
+        wgmma = dict(op="wgmma", bm=128, bn=256, warps_m=8, warps_n=1, copy="tma", copy_parts=1)
+        families["fp16"]["fp16_wgmma"] = fp16.replace(**wgmma)
+        families["int8"]["int8_wgmma"] = int8.replace(**wgmma)
         families["int8"]["int8_ptx_mma_k32_m16"] = int8.replace(bk=512, stages=4, warps_n=4, warps_k=2, **skinny)
         families["int4"]["int4_ptx_unpack_s8_m16"] = int4.replace(bk=512, stages=4, unpack="scaled",
                                                                   warps_n=8, warps_k=1, **skinny)
@@ -173,7 +178,7 @@ def default(precision, b_layout, preset="tuned", cc=None, m=None, k=None):
     cfg = REGISTRY[preset][name]
     if cc is not None:          # the same kernel copying with TMA, where registered and this GPU has it
         cfg = next((c for c in REGISTRY[preset].values()
-                    if c.copy == "tma" and c.unsupported(cc) is None
+                    if c.copy == "tma" and c.op == cfg.op and c.unsupported(cc) is None
                     and c.replace(copy=cfg.copy, swizzle=cfg.swizzle) == cfg), cfg)
     if cfg.b_layout == b_layout:
         return cfg

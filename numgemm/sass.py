@@ -26,7 +26,7 @@ from numba.cuda.cudadrv import nvvm
 
 from .toolchain import arch_suffix, parse_target, run_tool, target_name
 
-_INSTR = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:\{\s*)?(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+_INSTR = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:\{\s*)?(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*(?:x[0-9x.A-Z]*)?)")
 _MANGLED = re.compile(r"_Z[\w$]+")
 _LABEL = re.compile(r"^\s*(\.L_x_\d+):")
 _BRANCH = re.compile(r"\bBRA\s+`\((\.L_x_\d+)\)")
@@ -235,11 +235,39 @@ def read_cubin(cubin, entry, name, target, seconds):
                  shared_bytes=res["SHARED"], local_bytes=res["LOCAL"] + res["STACK"])
 
 
-def build_many(pyfunc, argtypes, targets, *, name=None, max_registers=None, launch_bounds=None, lto=True):
+#: What ptxas says of code it had to make worse than written: wgmma serialised
+#: or waited on where the kernel did not (C7509-C7517), setmaxnreg ignored
+#: (C7504), and its warnings (register resources among them).
+_PTXAS_LOSS = re.compile(r"\(C75(?:0[4-9]|1\d)\)|warning", re.I)
+
+
+def ptxas_losses(lib, target):
+    """The lines in which ptxas reports a performance loss or a warning when it
+    assembles the library's linked PTX for target as a whole program (the
+    nvJitLink link does the same but keeps ptxas's report to itself)."""
+    ptx = lib.get_lto_ptx(cc=(*parse_target(target), arch_suffix(target)))
+    ptx = (ptx.decode() if isinstance(ptx, bytes) else ptx).rstrip("\0")
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "kernel.ptx"
+        src.write_text(ptx)
+        report = run_tool("ptxas", f"-arch={target}", "-v", str(src), "-o", str(Path(tmp) / "kernel.cubin"))
+    return [line.strip() for line in report.splitlines() if _PTXAS_LOSS.search(line)]
+
+
+def refuse_ptxas_losses(lib, target, name):
+    """Raise where ptxas reports a performance loss in the library for target."""
+    losses = ptxas_losses(lib, target)
+    if losses:
+        raise RuntimeError(f"{name} [{target}]: ptxas made the code worse than written:\n  " + "\n  ".join(losses))
+
+
+def build_many(pyfunc, argtypes, targets, *, name=None, max_registers=None, launch_bounds=None, lto=True,
+               strict_ptxas=False):
     """{target: Build}: a kernel function (not a dispatcher) compiled once
     for argtypes and linked with its external code (.ptx, .cu) for each
     target, without a GPU. A Build's seconds are the front end's and its own
-    link's (what building it alone would have taken)."""
+    link's (what building it alone would have taken). strict_ptxas: a
+    performance loss ptxas reports (ptxas_losses) is a build error."""
     start = time.perf_counter()
     ccs = [parse_target(t) for t in targets]
     lib, entry = front_end(pyfunc, argtypes, min(ccs), max_registers=max_registers,
@@ -249,6 +277,8 @@ def build_many(pyfunc, argtypes, targets, *, name=None, max_registers=None, laun
     for target, cc in zip(targets, ccs):
         t0 = time.perf_counter()
         cubin = library_cubin(lib, target)
+        if strict_ptxas:
+            refuse_ptxas_losses(lib, target, name)
         b = read_cubin(cubin, entry, name or getattr(pyfunc, "__name__", "kernel"),
                        target_name(cc) + arch_suffix(target), shared + time.perf_counter() - t0)
         b.built_with = tuple(t for t in targets if t != target)

@@ -26,6 +26,11 @@ def test_sass(preset, name, target):
         assert b.local_bytes == 0 and b.count("LDL") == 0 and b.count("STL") == 0, b.summary()
     if not calls_expected:
         assert b.calls == 0, f"{cfg.name} on {target} calls a function"
+    if cfg.op == "wgmma":            # TMA into the ring, the accumulators never leave the wgmmas' registers
+        assert b.count("UTMALDG.3D") >= 2 and b.count("LDGSTS") == 0 and b.count("LDSM") == 0
+        assert b.count("USETMAXREG.DEALLOC") == 1 and b.count("USETMAXREG.TRY_ALLOC") == 1
+        assert b.count("WARPGROUP.DEPBAR.LE") >= 1 and b.count("SYNCS.ARRIVE.TRANS64.A1T0") >= 1
+        assert b.instructions.count("STG.E.64") == cfg.warp_tile[0] * cfg.warp_tile[1] // 64
     if cfg.op == "mma":
         if cfg.unpack == "tile":         # global -> registers -> (widened) shared
             assert b.count("LDG.E.128") >= 1 and b.count("STS.128") >= 1 and b.count("LDGSTS") == 0
@@ -175,7 +180,7 @@ def skip_unless_it_runs_here(cfg):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["fp16_ptx_tma", "int8_ptx_tma", "int4_ptx_unpack_s8_tma"])
+@pytest.mark.parametrize("name", ["fp16_ptx_tma", "int8_ptx_tma", "int4_ptx_unpack_s8_tma", "fp16_wgmma", "int8_wgmma"])
 def test_tma_operands_of_every_shape(name, rng):
     """copy="tma" (sm_90): the tensor maps follow the operands: one whole
     tile, edges on every side with K short of one k-tile, a 1 x 1 output,

@@ -10,12 +10,16 @@ from numgemm.toolchain import PTX_DIR, TARGETS, run_tool
 PTX_FILES = sorted(PTX_DIR.glob("*.ptx"))
 
 
-def _oldest_target(path):
-    return int(re.search(r"^\.target sm_(\d+)", path.read_text(), re.M).group(1))
+def _file_target(path):
+    """(oldest sm number, arch suffix) of a file's .target line."""
+    m = re.search(r"^\.target sm_(\d+)(a?)", path.read_text(), re.M)
+    return int(m.group(1)), m.group(2)
 
 
-# Each file on every target from its own .target up (tma.ptx: sm_90).
-ASSEMBLE = [(p, t) for p in PTX_FILES for t in TARGETS if int(t[3:]) >= _oldest_target(p)]
+# Each file on every target from its own .target up (tma.ptx: sm_90); an
+# arch-specific file (wgmma.ptx: sm_90a) on its own target only.
+ASSEMBLE = [(p, t + _file_target(p)[1]) for p in PTX_FILES for t in TARGETS
+            if int(t[3:]) >= _file_target(p)[0] and (not _file_target(p)[1] or int(t[3:]) == _file_target(p)[0])]
 
 
 @pytest.mark.parametrize("path,target", ASSEMBLE, ids=[f"{p.name}-{t}" for p, t in ASSEMBLE])
@@ -42,6 +46,9 @@ def test_routines_found():
         *(f"cp_async_{c}{h}" for c in ("ca", "cg") for h in ("", "_hint")),
         *(f"cp_async_wait_{n}" for n in range(4)),
         "mbarrier_init", "mbarrier_init_fence", "mbarrier_arrive_expect_tx", "mbarrier_wait",
-        "tma_load_3d", "tensormap_acquire",
+        "tma_load_3d", "tensormap_acquire", "mbarrier_arrive",
+        "wgmma_desc_sw128", "wgmma_fence", "wgmma_commit", "wgmma_wait_0", "wgmma_wait_1",
+        "wgmma_m64n256k16_f32_f16_f16", "wgmma_m64n256k16_f32_f16_f16_tb", "wgmma_m64n256k32_s32_s8_s8",
+        "setmaxnreg_dec_40", "setmaxnreg_inc_232",
     }
     assert expected <= set(ROUTINES)

@@ -2,8 +2,11 @@
 
     skeleton.py        the kernel: tile walk, stage ring, prologue, k loop,
                        reduction, store; it reads the two seams only
+    skeleton_ws.py     the warp-specialised kernel (wgmma): a producer
+                       warpgroup fills the ring, consumer warpgroups compute
     seams.py           WarpRoutine and CopyRoutine
     warp_mma.py        ldmatrix + mma.sync (ptx_asm/)
+    warp_wgmma.py      wgmma from shared-memory descriptors (ptx_asm/, sm_90a)
     warp_wmma.py       WMMA (baselines/)
     copy_cp_async.py   cp.async, each thread its 16-byte pieces
     copy_widen.py      INT4 widened to s8 on its way into shared memory
@@ -22,14 +25,14 @@ from concurrent.futures import ProcessPoolExecutor
 from numba import cuda, types
 
 from .. import cache
-from ..sass import NVVM_OPTIONS, Build, build_many, front_end, library_cubin
+from ..sass import NVVM_OPTIONS, Build, build_many, front_end, library_cubin, refuse_ptxas_losses
 from ..toolchain import TARGETS, has_native_s4_mma, parse_target, target_name
-from . import copy_cp_async, copy_tma, copy_widen, dp4a, skeleton, warp_mma, warp_wmma
+from . import copy_cp_async, copy_tma, copy_widen, dp4a, skeleton, skeleton_ws, warp_mma, warp_wgmma, warp_wmma
 from .regs import OUT, i32, u8, u32, u64
 
 #: Which file builds a config's warp routine (by op) and copy routine (by copy;
 #: INT4 with unpack="tile" widens on its way in).
-WARP_ROUTINES = {"mma": warp_mma.routine, "wmma": warp_wmma.routine}
+WARP_ROUTINES = {"mma": warp_mma.routine, "wmma": warp_wmma.routine, "wgmma": warp_wgmma.routine}
 COPY_ROUTINES = {"cp_async": copy_cp_async.routine, "tma": copy_tma.routine, "widen": copy_widen.routine}
 
 
@@ -48,7 +51,8 @@ def kernel_function(cfg):
         return dp4a.kernel_function(cfg)
     # Shared memory and the warps see cfg.shared_view: cfg itself, or (unpack="tile") its s8 tiles.
     copy = "widen" if cfg.unpack == "tile" and cfg.copy == "cp_async" else cfg.copy
-    return skeleton.kernel_function(cfg, WARP_ROUTINES[cfg.op](cfg.shared_view), COPY_ROUTINES[copy](cfg))
+    frame = skeleton_ws if cfg.producer_threads else skeleton
+    return frame.kernel_function(cfg, WARP_ROUTINES[cfg.op](cfg.shared_view), COPY_ROUTINES[copy](cfg))
 
 
 def _options(cfg):
@@ -76,16 +80,16 @@ def build_config(cfg, target="sm_89"):
     why = cfg.unsupported(target, launch=False)
     if why:
         raise ValueError(why)
-    target = target_name(parse_target(target))
+    target = cfg.build_target(target)         # sm_90 -> sm_90a for wgmma
     keys = {t: cache.key(cfg, t, argtypes(cfg), _options(cfg))
-            for t in dict.fromkeys((target, *TARGETS)) if not cfg.unsupported(t, launch=False)}
+            for t in dict.fromkeys((target, *map(cfg.build_target, TARGETS))) if not cfg.unsupported(t, launch=False)}
     hit = cache.load(keys[target])
     if hit is not None:
         return _from_entry(*hit)
     cache.STATS["builds"] += 1
     missing = [t for t in keys if t == target or (cache.enabled() and not cache.has(keys[t]))]
     builds = build_many(kernel_function(cfg), argtypes(cfg), missing, name=cfg.name,
-                        launch_bounds=(cfg.threads, cfg.min_blocks))
+                        launch_bounds=(cfg.threads, cfg.min_blocks), strict_ptxas=cfg.arch_specific)
     for t, b in builds.items():
         cache.store(keys[t], *_entry(b))
     return builds[target]
@@ -107,6 +111,8 @@ def device_cubin(cfg, cc):
         start = time.perf_counter()
         lib, entry = front_end(kernel_function(cfg), argtypes(cfg), cc, launch_bounds=(cfg.threads, cfg.min_blocks))
         cubin = library_cubin(lib, target)
+        if cfg.arch_specific:
+            refuse_ptxas_losses(lib, target, cfg.name)
         return {"name": cfg.name, "target": target, "entry": entry, "seconds": time.perf_counter() - start}, \
             {"cubin": cubin}
     return cache.cached(cache.key(cfg, target, argtypes(cfg), _options(cfg)), make,
@@ -180,6 +186,8 @@ def expected_sass(cfg, target):
     if cfg.op == "wmma":
         return cfg.prec.wmma_sass, False
     m, n, k = cfg.op_shape
+    if cfg.op == "wgmma":
+        return f"HGMMA.{m}x{n}x{k}.F32" if cfg.precision == "fp16" else f"IGMMA.{m}x{n}x{k}.S8.S8", False
     if cfg.precision == "fp16":
         return f"HMMA.{m}{n}{k}.{'F16' if cfg.acc == 'f16' else 'F32'}", False
     if cfg.precision == "int8" or cfg.unpack != "none":

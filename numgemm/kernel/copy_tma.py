@@ -9,6 +9,11 @@ no per-thread copy arithmetic and no bounds check in the k loop. A warp
 waits for k-tile kt on the parity of its use of the stage (kt / stages).
 The tensor maps (numgemm.tensormap) lie in global memory; the kernel
 acquires them once.
+
+With a producer (op="wgmma") each stage has a second mbarrier, "empty": one
+lane of each consumer warp arrives on it once its warpgroup's wgmmas have
+read the stage, and the producer waits on it before it fills the stage
+again, so that no block-wide barrier is needed in the k loop.
 """
 
 from collections import namedtuple
@@ -33,9 +38,12 @@ def routine(cfg):
     ptx = P.routines(cfg.linkage)
     stages, stage_bytes, tile_a = cfg.stages, cfg.stage_bytes, cfg.tile_bytes_a
     tma_top = cfg.smem_bytes - cfg.tma_bytes          # where the mbarriers go, after the stages
+    empty_top = 8 * stages                            # the "empty" barriers, after the "full" ones
+    consumer_warps = (cfg.threads - cfg.producer_threads) // 32
     b_boxes = cfg.b_tile_shape[1] // SWIZZLE_BYTES
     b_box_bytes = cfg.b_tile_shape[0] * SWIZZLE_BYTES
     bkb, kn, b_esize, bk_units = cfg.bk_bytes, cfg.b_layout == "kn", 2, cfg.bk // cfg.prec.k_per_unit
+    producer = cfg.producer_threads > 0
 
     def start(smem, tmaps, tid):
         # the stages on the swizzle's 1024-byte period, an mbarrier per stage after them
@@ -46,6 +54,8 @@ def routine(cfg):
             ptx.tensormap_acquire(tmaps + u64(128))
             for s in range(stages):
                 ptx.mbarrier_init(bars + u32(8 * s), u32(1))
+                if producer:
+                    ptx.mbarrier_init(bars + u32(empty_top + 8 * s), u32(consumer_warps))
             ptx.mbarrier_init_fence()
         cuda.syncthreads()
         return sbase, Block(bars, tmaps, tid == 0)
@@ -79,7 +89,15 @@ def routine(cfg):
         if kt < ktiles:
             ptx.mbarrier_wait(bar_of(st, off), divmod32(kt, stages)[0] & u32(1))
 
+    def acquire(st, kt, off):
+        if kt >= stages:        # use u of the stage waits for the consumers' release of use u - 1
+            ptx.mbarrier_wait(bar_of(st, off) + u32(empty_top), (divmod32(kt, stages)[0] + u32(1)) & u32(1))
+
+    def release(st, off):
+        ptx.mbarrier_arrive(bar_of(st, off) + u32(empty_top))
+
     return CopyRoutine(device(start), device(setup), device(stage), device(issue),
                        device(lambda st, off: None),            # the TMA unit lands the boxes
                        device(lambda: None),                    # no cp.async groups
-                       device(wait), device(lambda m0, n0, dims: False))   # no bounds checks to drop
+                       device(wait), device(lambda m0, n0, dims: False),   # no bounds checks to drop
+                       *((device(acquire), device(release)) if producer else ()))

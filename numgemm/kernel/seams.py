@@ -1,8 +1,8 @@
 """The skeleton's two seams: what it calls of a warp routine and of a copy routine.
 
-A kernel is the skeleton (numgemm.kernel.skeleton) with one warp routine and
-one copy routine, each chosen once from the config (numgemm.kernel's
-tables). Adding a path is adding a file that builds one of these tuples and
+A kernel is a skeleton (numgemm.kernel.skeleton; op="wgmma": the
+warp-specialised skeleton_ws) with one warp routine and one copy routine,
+each chosen once from the config (numgemm.kernel's tables). Adding a path is adding a file that builds one of these tuples and
 a line in a table; the skeleton does not change. Every member is a device
 function that NVVM inlines (numgemm.kernel.regs.device).
 """
@@ -19,7 +19,12 @@ class WarpRoutine(NamedTuple):
     fragments from shared memory into set buf;  compute(acc, fa, fb, buf): the
     warp tile's operations on set buf;  store(acc, C, z, m0, n0, wr0, wc0, M, N,
     tid, c_aligned): the epilogue. buf and kk are constants where the skeleton
-    calls them, so every fragment index folds and the arrays stay in registers."""
+    calls them, so every fragment index folds and the arrays stay in registers.
+
+    wgmma reads its operands from shared memory through descriptors: it has no
+    fragments (frags and load are None), and compute(acc, a_tile, b_tile)
+    issues a whole k-tile's wgmmas from the warpgroup's tiles as one commit
+    group."""
     init: object
     frags: object
     load: object
@@ -45,7 +50,13 @@ class CopyRoutine(NamedTuple):
     stage at off, has landed (for this thread; the barrier after makes it
     everyone's);  inside(m0, n0, M, N, K, KB, NB) -> whether every copy of the
     block falls inside A and B (interior_loop: the block then runs a k loop
-    without the checks)."""
+    without the checks).
+
+    A producer/consumer ring (the warp-specialised skeleton) also has
+    acquire(state, kt, off): the issuing thread waits until the stage at off
+    is free for k-tile kt (its consumers released k-tile kt - stages), and
+    release(state, off): one lane of each consumer warp says it has read the
+    stage at off. The paths without a producer leave them None."""
     start: object
     setup: object
     stage: object
@@ -54,3 +65,5 @@ class CopyRoutine(NamedTuple):
     commit: object
     wait: object
     inside: object
+    acquire: object = None
+    release: object = None

@@ -1,0 +1,83 @@
+"""The warp-specialised GEMM skeleton (op="wgmma"): a producer warpgroup and
+consumer warpgroups around a ring of stages, reading the same two seams.
+
+A block computes one output tile, as in numgemm.kernel.skeleton (the same
+tile walk and rasterisation, the same batch on grid.z, the same operand
+views and epilogue); what differs is who does what in its k loop:
+
+    warpgroup 0, the producer, gives most of its registers back
+    (setmaxnreg.dec) and one thread of it runs the copies: for each k-tile
+    it waits until the stage is free (the copy routine's acquire: the
+    stage's "empty" mbarrier), then has TMA fill it (issue);
+
+    warpgroups 1 .. warps_m / 4, the consumers, take those registers
+    (setmaxnreg.inc) and each runs the warp routine on its 64 rows: it waits
+    for the stage (wait: the "full" mbarrier that counts TMA's bytes),
+    issues the k-tile's wgmmas as one commit group, lets that group run on
+    while it waits for the one before (wgmma.wait_group 1), and releases the
+    stage that one read.
+
+So no block-wide barrier stands in the k loop: copies run stages - 1 tiles
+ahead, and each consumer's wgmmas overlap its waits and the other's.
+"""
+
+from numba import cuda
+
+from .. import primitives as P
+from .regs import i32, u8, u32
+from .skeleton import _next_stage, _tile_of
+from .warp_wgmma import wait_0, wait_1
+
+
+def kernel_function(cfg, warp_rt, copy_rt):
+    """The Python function of cfg's kernel with this WarpRoutine and CopyRoutine."""
+    init, _, _, compute, store = warp_rt
+    start, setup, stage, issue, _, _, wait, _, acquire, release = copy_rt
+    ptx = P.routines("inline")
+    tile_of, next_stage = _tile_of(cfg), _next_stage(cfg)
+    bm, bn, bkb = cfg.bm, cfg.bn, cfg.bk_bytes
+    tile_a, pitch_a, rows = cfg.tile_bytes_a, cfg.pitch_a, 64        # a consumer's 64 rows of A
+    producer_warps = cfg.producer_threads // 32
+    shrink, grow = ptx.setmaxnreg_dec_40, ptx.setmaxnreg_inc_232
+
+    def gemm_kernel(A, B, C, M, N, K, KB, NB, c_aligned, tmaps):
+        """Arguments as skeleton.gemm_kernel's."""
+        tid = cuda.threadIdx.x
+        warp, lane = tid >> 5, tid & 31
+        tiles_m, tiles_n = (M + bm - 1) // bm, (N + bn - 1) // bn
+        tm, tn = tile_of(cuda.blockIdx.x, tiles_m, tiles_n)
+        z = cuda.blockIdx.z
+        zb = z if B.shape[0] > 1 else 0
+        m0, n0 = i32(tm * bm), i32(tn * bn)
+        dims = (M, N, K, KB, NB)
+        sbase, ctx = start(P.shared_addr(cuda.shared.array(0, u8), 0), tmaps, tid)
+        cs = setup(ctx, sbase, A, B, z, zb, m0, n0, tid, 0, dims)
+        ktiles = (KB + bkb - 1) // bkb
+
+        if warp < producer_warps:
+            shrink()
+            if tid == 0:
+                off = 0
+                for kt in range(ktiles):
+                    acquire(cs, kt, off)
+                    issue(stage(cs, kt, off, False), -1)
+                    off = next_stage(off)
+        else:
+            grow()
+            cw = warp - producer_warps                  # the consumer's warp: rows 16 cw .. of the tile
+            a_rows = u32((cw >> 2) * rows * pitch_a)    # its warpgroup's 64 rows of A
+            acc = init()
+            read, last = 0, 0
+            for kt in range(ktiles):
+                wait(cs, kt, read, ktiles)
+                compute(acc, sbase + u32(read) + a_rows, sbase + u32(read + tile_a))
+                wait_1()
+                if kt > 0 and lane == 0:
+                    release(cs, last)                   # k-tile kt - 1's wgmmas are done with it
+                last, read = read, next_stage(read)
+            wait_0()
+            store(acc, C, z, m0, n0, cw * 16, 0, M, N, tid, c_aligned)
+
+    gemm_kernel.__name__ = cfg.name
+    return gemm_kernel
+

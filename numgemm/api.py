@@ -72,8 +72,10 @@ class GemmPlan:
         self.cufunc = device_function(self.cfg, cuda.get_current_device().id)   # the kernel cache's
         _allow_dynamic_shared(self.cufunc, self.cfg.smem_bytes)
         self._kernelargs = launch_args(self.cfg, self.args)
-        self._config = LaunchConfig(grid=self.grid, block=(self.cfg.threads, 1, 1),
-                                    shmem_size=self.cfg.smem_bytes)
+        # With clusters, cuda.core counts grid.x in clusters.
+        cl = self.cfg.cluster
+        self._config = LaunchConfig(grid=(self.grid[0] // cl, *self.grid[1:]), block=(self.cfg.threads, 1, 1),
+                                    shmem_size=self.cfg.smem_bytes, **({"cluster": (cl, 1, 1)} if cl > 1 else {}))
 
     def launch(self):
         from cuda.core import launch
@@ -195,7 +197,7 @@ def _plan(a, b, shape, preset, out, stream):
                     and all(s % 32 == 0 for s in C.strides[:2]))
     if cfg.acc == "f16":
         C = _as_bits(C)
-    tiles = -(-M // cfg.bm) * -(-N // cfg.bn)
+    tiles = cfg.grid_blocks(M, N, cuda.get_current_device().MULTIPROCESSOR_COUNT)
     k_rows = B.shape[1] if layout == "kn" else K
     maps = tensormap.device_maps(A, B, cfg) if cfg.copy == "tma" else 0
     return GemmPlan(cfg, (A, B, C, M, N, k_rows, KB, B.shape[2], c_aligned, maps), (tiles, 1, batch),

@@ -117,6 +117,64 @@ def measure_ceilings():
                 break
             iters *= 4
         out[name] = 2 * 16 * 8 * k * 8 * iters * blocks * 8 / (ms * 1e-3) / 1e12
+    if tuple(dev.compute_capability) >= (9, 0):
+        out.update(measure_wgmma_ceilings())
+    return out
+
+
+def measure_wgmma_ceilings():
+    """T(FL)OPS of wgmma with its operands in shared memory (sm_90a): per
+    precision, three warpgroups a block, one block a SM, each issuing the
+    wgmma kernels' own k-tile (their warp routine's compute: fence, four
+    chained m64n256 wgmmas, commit), then waiting for all but the newest
+    group, as their k loop does. No copies: the instruction's ceiling."""
+    from numba import cuda
+
+    from . import primitives as P
+    from . import registry
+    from .kernel import warp_wgmma
+
+    dev = cuda.get_current_device()
+    blocks, threads = dev.MULTIPROCESSOR_COUNT, 384
+    out = {}
+    for prec in PRECISIONS.values():
+        if not prec.wgmma:
+            continue
+        cfg = next(c for c in registry.REGISTRY["tuned"].values() if c.op == "wgmma" and c.precision == prec.name)
+        init, _, _, compute, _ = warp_wgmma.routine(cfg)
+        wait_1, wait_0 = warp_wgmma.wait_1, warp_wgmma.wait_0
+        acc_t = np.float32 if prec.acc == "f32" else np.int32
+        n_acc = len(P.ROUTINES[prec.wgmma].output.regs)
+
+        @cuda.jit
+        def kernel(res, iters):
+            sm = cuda.shared.array(48 * 1024, np.uint8)    # A and B tiles; their values do not matter
+            base = (P.shared_addr(sm, 0) + np.uint32(1023)) & np.uint32(0xFFFFFC00)
+            acc = init()
+            for _ in range(iters):
+                compute(acc, base, base + np.uint32(8192))
+                wait_1()
+            wait_0()
+            s = acc[0]
+            for i in range(1, n_acc):
+                s += acc[i]
+            res[cuda.grid(1)] = s
+
+        res = cuda.device_array(blocks * threads, acc_t)
+        kernel[blocks, threads](res, 16)
+        iters = 256
+        while True:
+            start, end = cuda.event(), cuda.event()
+            start.record()
+            kernel[blocks, threads](res, iters)
+            end.record()
+            end.synchronize()
+            ms = cuda.event_elapsed_time(start, end)
+            if ms > 20 or iters > 1 << 20:
+                break
+            iters *= 4
+        m, n, k = cfg.op_shape
+        out[prec.wgmma] = 2 * m * n * k * cfg.ksteps * iters * blocks * (threads // 128) / (ms * 1e-3) / 1e12
     return out
 
 
@@ -177,13 +235,17 @@ def measure_copy_bandwidth(nbytes=1 << 30):
 
 
 def ceiling_for(cfg_or_precision, ceilings):
-    """The ceiling of the mma.sync a kernel issues: an INT4 kernel that widens
-    to s8 (unpack) is measured against s8, the instruction it runs on."""
+    """The ceiling of the instruction a kernel issues: its precision's
+    mma.sync, or (op="wgmma") its wgmma; an INT4 kernel that widens to s8
+    (unpack) is measured against s8, the instruction it runs on."""
     cfg = cfg_or_precision
     precision = getattr(cfg, "precision", cfg)
     if precision == "int4" and getattr(cfg, "unpack", "none") != "none":
         precision = "int8"
-    return ceilings[PRECISIONS[precision].ceiling]
+    prec = PRECISIONS[precision]
+    if getattr(cfg, "op", "") == "wgmma":
+        return ceilings.get(prec.wgmma, math.nan)
+    return ceilings[prec.ceiling]
 
 
 # --- the run -------------------------------------------------------------------------
@@ -223,7 +285,7 @@ def run(args):
     name = dev.name.decode() if isinstance(dev.name, bytes) else dev.name
     cc = tuple(dev.compute_capability)
     log(f"numgemm bench on {name} (sm_{cc[0]}{cc[1]}), batch {args.batch}, sizes {args.sizes}")
-    log("measuring the mma.sync ceilings ...")
+    log("measuring the instructions' ceilings (mma.sync; wgmma on sm_90) ...")
     ceilings = measure_ceilings()
     for op, value in ceilings.items():
         log(f"  {op}: {value:.0f} T(FL)OPS")
@@ -399,7 +461,7 @@ def _flag(rows):
             continue
         flags = []
         if row.ceiling_pct > 100:
-            flags.append("above the mma.sync ceiling")
+            flags.append("above its instruction's ceiling")
         key = (row.preset, row.kernel)
         if key in last and isinstance(row.n, int) and isinstance(last[key].n, int) and row.n > last[key].n:
             prev = last[key]
@@ -409,8 +471,44 @@ def _flag(rows):
         row.flags = "; ".join(flags)
 
 
-HEADERS = ["precision", "N", "preset", "kernel", "status", "time ms", "T(FL)OPS", "% mma ceil",
+HEADERS = ["precision", "N", "preset", "kernel", "status", "time ms", "T(FL)OPS", "% ceil",
            "x WMMA", "x fp16_wmma", "x library", "compile s", "host us", "SM MHz", "W", "flags"]
+
+
+def ladder(rows, ceilings):
+    """Per precision and size, the study's question at every instruction
+    level, read from one run's rows: the fastest tuned WMMA, mma.sync and
+    wgmma kernels, and the library; each with its share of its
+    own instruction's ceiling (the library's: of the fastest instruction's
+    measured here, since it may issue either) and its speed against WMMA.
+    "" where the run has no wgmma row."""
+    from tabulate import tabulate
+
+    from . import registry
+
+    ok = [r for r in rows if r.status == "ok" and not math.isnan(r.ms) and r.preset in ("tuned", "library")]
+    body = []
+    for precision in PRECISION_ORDER:
+        for n in dict.fromkeys(r.n for r in ok if r.precision == precision):
+            here = [r for r in ok if r.precision == precision and r.n == n]
+            ops = {r.kernel: registry.get(r.kernel).op for r in here if r.preset == "tuned"}
+            fastest = {op: min((r for r in here if ops.get(r.kernel) == op), key=lambda r: r.ms, default=None)
+                       for op in ("wmma", "mma", "wgmma")}
+            wgmma = fastest["wgmma"]
+            if wgmma is None:
+                continue
+            picked = [("WMMA", fastest["wmma"]), ("mma.sync", fastest["mma"]), ("wgmma", wgmma),
+                      ("library", next((r for r in here if r.preset == "library"), None))]
+            wmma, top = picked[0][1], ceiling_for(registry.get(wgmma.kernel), ceilings)
+            for level, r in picked:
+                if r is not None:
+                    pct = 100 * r.tops / top if level == "library" else r.ceiling_pct
+                    body.append([precision, n, level, r.kernel, f"{r.ms:.3f}", f"{r.tops:.1f}",
+                                 "" if math.isnan(pct) else f"{pct:.1f}", f"{wmma.ms / r.ms:.2f}" if wmma else ""])
+    if not body:
+        return ""
+    return tabulate(body, headers=["precision", "N", "instruction", "kernel", "time ms", "T(FL)OPS", "% ceil",
+                                   "x WMMA"], tablefmt="github", disable_numparse=True)
 
 
 def table(rows):
@@ -523,7 +621,8 @@ def header(device, ceilings, args):
              f"batch {args.batch}, {time.strftime('%Y-%m-%d')}",
              f"inputs: {input_distribution()}; fresh each run" + ("" if args.seed is None else f" (seed {args.seed})")
              + ("; L2 flushed before each timed launch" if args.cold_l2 else ""),
-             "mma.sync ceilings (T(FL)OPS): " + ", ".join(f"{k} {v:.0f}" for k, v in ceilings.items())]
+             "instruction ceilings (T(FL)OPS; % ceil is each kernel's share of its own instruction's): "
+             + ", ".join(f"{k} {v:.0f}" for k, v in ceilings.items())]
     return "\n".join(lines), facts
 
 
@@ -616,6 +715,10 @@ def main(argv=None):
     text, facts = header(device, ceilings, args)
     print(text)
     print(table(rows))
+    steps = ladder(rows, ceilings)
+    if steps:
+        print("\nThe instruction ladder (same run): WMMA -> mma.sync -> wgmma -> library")
+        print(steps)
     if args.csv:
         import csv
 

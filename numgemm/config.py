@@ -87,6 +87,11 @@ class KernelConfig:
                                # filling what lies outside the matrix; the warps wait on an mbarrier
                                # per stage; shared rows are 128-byte swizzled instead of padded;
                                # no bounds checks, so zfill_src and interior_loop do not apply)
+    cluster: int = 1           # op=wgmma: CTAs of a thread-block cluster on neighbouring tile rows; each
+                               # loads its share of the B tile they have in common and TMA multicasts
+                               # it to all of them (B read from L2 once per cluster, not per CTA)
+    persistent: bool = False   # op=wgmma: one block per SM walks the output tiles (the producer fills
+                               # the next tile's stages while the consumers store); else a block a tile
     reg_buffers: int = 0       # fragment register buffers: 2 loads the next k step's fragments
                                # (across the barrier at a tile's end) while this one's mmas issue;
                                # 0: 2 where a warp has an even number of k steps per k-tile, else 1
@@ -255,8 +260,10 @@ class KernelConfig:
 
     @property
     def tma_box_rows(self):
-        """copy="tma": rows of A's box and of each B box (128-byte rows)."""
-        return self.bm, self.b_tile_shape[0]
+        """copy="tma": rows of A's box and of each B box (128-byte rows; an
+        N x K B tile shared by a cluster: each CTA's share)."""
+        rows_b = self.b_tile_shape[0]
+        return self.bm, rows_b // self.cluster if self.b_layout == "nk" else rows_b
 
     @property
     def tile_bytes_a(self):
@@ -332,7 +339,7 @@ class KernelConfig:
         default = KernelConfig.__dataclass_fields__
         for f in ("warps_k", "a_ldmatrix", "b_ldmatrix", "cache", "evict", "b_layout", "b_global", "acc",
                   "smem_pad", "swizzle", "private_tiles", "raster", "k_stagger", "linkage", "unpack", "min_blocks",
-                  "copy_parts", "zfill_src", "interior_loop", "copy", "reg_buffers"):
+                  "copy_parts", "zfill_src", "interior_loop", "copy", "cluster", "persistent", "reg_buffers"):
             value = getattr(self, f)
             if (f == "acc" and value == self.prec.acc) or (f == "reg_buffers" and value == self.auto_reg_buffers) \
                     or (f in ("swizzle", "zfill_src", "interior_loop") and self.copy == "tma"):  # implied, or moot
@@ -340,6 +347,14 @@ class KernelConfig:
             if value != default[f].default:
                 s += "_" + field_suffix(f, value)
         return s
+
+    def grid_blocks(self, M, N, sms):
+        """Blocks along grid.x for an M x N output on a GPU of `sms` SMs: a
+        block a tile (the tile rows rounded up to whole clusters), or
+        (persistent) at most one a SM, in whole clusters."""
+        tiles_m = -(-M // self.bm)
+        tiles = -(-tiles_m // self.cluster) * self.cluster * -(-N // self.bn)
+        return min(tiles, sms // self.cluster * self.cluster) if self.persistent else tiles
 
     def replace(self, **changes):
         """A variant: this config with the given fields changed."""
@@ -410,6 +425,8 @@ class KernelConfig:
         if self.warp_ksteps and not 1 <= self.copy_parts <= max(1, self.copy_slots):
             err.append(f"copy_parts must be 1..{self.copy_slots}: one part before each k step "
                        f"that a warp starts before the tile's barrier")
+        if (self.persistent or self.cluster != 1) and self.op != "wgmma":
+            err.append("persistent and cluster apply to the warp-specialised (wgmma) kernels")
         if self.copy not in ("cp_async", "tma"):
             err.append("copy must be cp_async or tma")
         elif self.copy == "tma" and (self.evict != "none" or max(self.tma_box_rows) > 256):
@@ -485,6 +502,11 @@ class KernelConfig:
         if self.copy != "tma" or self.linkage != "inline" or self.unpack not in ("none",):
             err.append("wgmma: its stages come by TMA (copy=tma), its routines inline, its operands "
                        "unwidened (unpack=none)")
+        if self.cluster not in (1, 2) or self.rows_b % (self.cluster * 8) or \
+                (self.b_layout == "kn" and self.b_tile_shape[1] // SWIZZLE_BYTES % self.cluster):
+            err.append(f"wgmma: cluster 1 or 2, splitting B's tile into whole boxes, got {self.cluster}")
+        if self.persistent and self.min_blocks != 1:
+            err.append("persistent: one block per SM (min_blocks=1)")
         if self.shared_view.precision == "int8" and self.b_layout != "nk":
             err.append("wgmma: integer B is K-major only (b_layout=nk)")
         return err
@@ -511,6 +533,8 @@ _SHORT = {
     "zfill_src": lambda v: f"zf{v}",
     "interior_loop": lambda v: "iloop",
     "copy": str,
+    "cluster": lambda v: f"cl{v}",
+    "persistent": lambda v: "pers",
     "reg_buffers": lambda v: f"rb{v}",
 }
 

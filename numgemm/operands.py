@@ -37,8 +37,8 @@ def in_layout(precision, layout, a, b):
     """Host (a, b) as gemm() takes them for a kernel with this B layout: b a
     K x N view (the transpose of bt for "nk"); INT4 packed along K (K x N:
     pack_int4_kn's 16-bit units)."""
-    if precision == "fp16":
-        return a, b
+    if precision == "fp16":         # b is K x N: as it is, or a view of its transpose (nk)
+        return a, b if layout == "kn" else np.swapaxes(np.ascontiguousarray(np.swapaxes(b, -1, -2)), -1, -2)
     if precision == "int4":
         a = pack_int4(a)
         if layout == "kn":
@@ -54,7 +54,7 @@ def to_device(precision, layout, a, b):
     from .api import transposed
 
     a, b = in_layout(precision, layout, a, b)
-    if layout == "kn" or precision == "fp16":
+    if layout == "kn":
         return cuda.to_device(a), cuda.to_device(np.ascontiguousarray(b))
     return cuda.to_device(a), transposed(cuda.to_device(np.ascontiguousarray(np.swapaxes(b, -1, -2))))
 

@@ -324,6 +324,23 @@ global_addr = _address("global_addr", 1, 64, """global_addr(arr, i) -> uint64: t
 
 
 @intrinsic
+def zeros(typingctx, n, dtype):
+    """zeros(n, dtype) -> a tuple of n zeros of a Numba number type (n a
+    constant): the accumulators a wgmma takes in and hands back (128 for
+    m64n256). A literal tuple of that many zeros trips Numba's bytecode
+    analysis; this one is an LLVM constant."""
+    if not isinstance(n, types.IntegerLiteral) or not isinstance(dtype, types.NumberClass):
+        return None
+    tup = types.UniTuple(dtype.instance_type, n.literal_value)
+
+    def codegen(context, builder, sig, args):
+        zero = context.get_constant(tup.dtype, 0)
+        return context.make_tuple(builder, tup, [zero] * tup.count)
+
+    return tup(n, dtype), codegen
+
+
+@intrinsic
 def pointer(typingctx, arr, index):
     """pointer(arr, i) -> CPointer(dtype): pointer to element i of an array
     (flat, in elements), for the WMMA functions' pointer arguments."""

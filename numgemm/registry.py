@@ -97,10 +97,14 @@ def _families(preset):
         families["int8"]["int8_ptx_tma"] = int8.replace(copy="tma")
         families["int4"]["int4_ptx_unpack_s8_tma"] = int4.replace(unpack="scaled", copy="tma")
         # sm_90a: wgmma, the warpgroup's instruction, in a warp-specialised block: a
-        # producer warpgroup has TMA fill 4 stages, two consumer warpgroups of 64 x 256.
-        wgmma = dict(op="wgmma", bm=128, bn=256, warps_m=8, warps_n=1, copy="tma", copy_parts=1)
-        families["fp16"]["fp16_wgmma"] = fp16.replace(**wgmma)
-        families["int8"]["int8_wgmma"] = int8.replace(**wgmma)
+        # producer warpgroup has TMA fill 4 stages, two consumer warpgroups of 64 x 256;
+        # clusters of two CTAs on neighbouring tile rows share B by TMA multicast, and
+        # one block per SM walks the tiles (persistent). _cl1: each CTA loads all of B.
+        wgmma = dict(op="wgmma", bm=128, bn=256, warps_m=8, warps_n=1, copy="tma", copy_parts=1,
+                     cluster=2, persistent=True)
+        for prec, base in (("fp16", fp16), ("int8", int8)):
+            families[prec][f"{prec}_wgmma"] = base.replace(**wgmma)
+            families[prec][f"{prec}_wgmma_cl1"] = base.replace(**wgmma).replace(cluster=1)
         families["int8"]["int8_ptx_mma_k32_m16"] = int8.replace(bk=512, stages=4, warps_n=4, warps_k=2, **skinny)
         families["int4"]["int4_ptx_unpack_s8_m16"] = int4.replace(bk=512, stages=4, unpack="scaled",
                                                                   warps_n=8, warps_k=1, **skinny)
@@ -166,7 +170,8 @@ def default(precision, b_layout, preset="tuned", cc=None, m=None, k=None):
     """The kernel gemm() uses: per precision and B layout; for INT4 the one that
     suits the GPU (widening to s8 where s4 mma is emulated: sm_90; exactly
     where K is past the scaled widening's reach); for M <= 16 the small-M
-    tiling where there is one; on sm_90 its copy="tma" twin where there is one."""
+    tiling where there is one; on sm_90 the precision's wgmma kernel, else the
+    mma kernel's copy="tma" twin, where there is one."""
     if precision == "int4" and b_layout == "nk" and cc is not None:
         name = "int4_ptx_mma_k64" if has_native_s4_mma(cc) else "int4_ptx_unpack_s8"
         if k is not None and name == "int4_ptx_unpack_s8" and k > REGISTRY[preset][name].max_k:
@@ -175,6 +180,9 @@ def default(precision, b_layout, preset="tuned", cc=None, m=None, k=None):
         name = {"fp16": "fp16_ptx_mma", "int8": "int8_ptx_mma_k32", "int4": "int4_ptx_mma_k64"}[precision]
     if m is not None and m <= 16 and f"{name}_m16" in REGISTRY[preset]:
         name += "_m16"
+    elif cc is not None and tuple(cc) >= (9, 0) and f"{precision}_wgmma" in REGISTRY[preset] \
+            and REGISTRY[preset][f"{precision}_wgmma"].b_layout == b_layout:
+        name = f"{precision}_wgmma"         # sm_90a: the warpgroup's instruction (docs/findings.md)
     cfg = REGISTRY[preset][name]
     if cc is not None:          # the same kernel copying with TMA, where registered and this GPU has it
         cfg = next((c for c in REGISTRY[preset].values()

@@ -38,7 +38,7 @@ def test_family_selection_has_the_base_first():
 def test_table_has_the_columns():
     row = bench.Row("int8", 512, "tuned", "int8_ptx_mma_k32", "cfg", ms=1.0, tops=2.0, vs_wmma=1.5)
     text = bench.table([row])
-    for header in ("x WMMA", "x fp16_wmma", "x library", "% mma ceil", "compile s", "host us"):
+    for header in ("x WMMA", "x fp16_wmma", "x library", "% ceil", "compile s", "host us"):
         assert header in text
     assert "1.50" in text
 
@@ -50,7 +50,7 @@ def test_rows_to_distrust_are_flagged():
     bench._flag(rows)
     assert rows[0].flags == ""
     assert rows[1].flags.startswith("grows faster than work")
-    assert rows[2].flags == "above the mma.sync ceiling"
+    assert rows[2].flags == "above its instruction's ceiling"
 
 
 def test_header_says_how_the_inputs_are_drawn():

@@ -29,7 +29,8 @@ def test_sass(preset, name, target):
     if cfg.op == "wgmma":            # TMA into the ring, the accumulators never leave the wgmmas' registers
         assert b.count("UTMALDG.3D") >= 2 and b.count("LDGSTS") == 0 and b.count("LDSM") == 0
         assert b.count("USETMAXREG.DEALLOC") == 1 and b.count("USETMAXREG.TRY_ALLOC") == 1
-        assert b.count("WARPGROUP.DEPBAR.LE") >= 1 and b.count("SYNCS.ARRIVE.TRANS64.A1T0") >= 1
+        assert b.count("WARPGROUP.DEPBAR.LE") >= 1 and b.count("SYNCS.ARRIVE.TRANS64") >= 2
+        assert (b.count("UTMALDG.3D.MULTICAST") >= 1) == (cfg.cluster > 1)
         assert b.instructions.count("STG.E.64") == cfg.warp_tile[0] * cfg.warp_tile[1] // 64
     if cfg.op == "mma":
         if cfg.unpack == "tile":         # global -> registers -> (widened) shared
@@ -202,6 +203,21 @@ def test_tma_operands_of_every_shape(name, rng):
         for a_dev in (cuda.to_device(a), cuda.to_device(wide)[:, :, :520]):
             got = numgemm.gemm(a_dev, cuda.to_device(b[0]), precision="int8", kernel=name).copy_to_host()
             np.testing.assert_array_equal(got.astype(np.int64), ref)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,fields", [("fp16_wgmma", dict(cluster=2)), ("fp16_wgmma", dict(persistent=True)),
+                                         ("int8_wgmma", dict(cluster=2, persistent=True)),
+                                         ("fp16_wgmma", dict(b_layout="nk", cluster=2, persistent=True))])
+def test_wgmma_clusters_and_persistent_tiles(name, fields, rng):
+    """A cluster pairs tile rows (an odd count leaves a CTA past M, which must
+    still share its part of B and store nothing); a persistent grid walks
+    more tiles than the GPU has SMs, its ring's barrier phases running on
+    across tiles."""
+    cfg = registry.get(name).replace(**fields)
+    skip_unless_it_runs_here(cfg)
+    for batch, M, N, K in ((1, 300, 520, 200), (2, 1030, 2100, 136), (1, 2200, 2600, 72)):
+        check_kernel(cfg, batch, M, N, K, rng, kernel=cfg)
 
 
 @pytest.mark.gpu

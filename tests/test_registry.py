@@ -75,14 +75,15 @@ def test_int4_default_widens_scaled_within_its_k_reach():
 
 
 def test_hopper_default_copies_with_tma():
-    """On sm_90 gemm() takes the registered copy="tma" twin of its kernel;
-    elsewhere, and for the small-M kernels (no twin), the cp.async one."""
+    """On sm_90 gemm() takes the precision's wgmma kernel (FP16, INT8), else
+    the registered copy="tma" twin of its kernel (INT4); elsewhere, and for
+    the small-M kernels, the cp.async one."""
     tuned = registry.REGISTRY["tuned"].values()
-    for precision, layout in (("fp16", "kn"), ("int8", "nk"), ("int4", "nk")):
-        hopper = registry.default(precision, layout, cc=(9, 0), k=4096)
-        assert hopper.copy == "tma"
-        twin = hopper.replace(copy="cp_async")         # swizzled as TMA's tiles are, or padded
-        assert twin in tuned or twin.replace(swizzle=False) in tuned
+    for precision, layout in (("fp16", "kn"), ("int8", "nk")):
+        assert registry.default(precision, layout, cc=(9, 0), k=4096) is registry.get(f"{precision}_wgmma")
+    hopper = registry.default("int4", "nk", cc=(9, 0), k=4096)
+    twin = hopper.replace(copy="cp_async")             # swizzled as TMA's tiles are, or padded
+    assert hopper.copy == "tma" and (twin in tuned or twin.replace(swizzle=False) in tuned)
     assert registry.default("int8", "nk", cc=(8, 9)).copy == "cp_async"
     assert registry.default("int8", "nk", cc=(9, 0), m=16).copy == "cp_async"
     assert registry.default("int8", "nk", "paper", cc=(9, 0)).copy == "cp_async"

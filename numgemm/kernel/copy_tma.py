@@ -13,7 +13,12 @@ acquires them once.
 With a producer (op="wgmma") each stage has a second mbarrier, "empty": one
 lane of each consumer warp arrives on it once its warpgroup's wgmmas have
 read the stage, and the producer waits on it before it fills the stage
-again, so that no block-wide barrier is needed in the k loop.
+again, so that no block-wide barrier is needed in the k loop. In a cluster
+(cfg.cluster CTAs on neighbouring tile rows, the same B tile) each CTA's
+producer loads its share of B and multicasts it to every CTA of the
+cluster: a stage's "full" barrier still counts the whole stage's bytes, and
+its "empty" barrier counts the consumer warps of every CTA, since a share
+lands in all of them.
 """
 
 from collections import namedtuple
@@ -26,12 +31,12 @@ from .regs import device, divmod32, i32, u32, u64
 from .seams import CopyRoutine
 
 #: The block's: the mbarriers' address, the tensor maps' (A's, B's 128 bytes
-#: after it), whether this thread issues the copies.
-Block = namedtuple("Block", "bars tmaps issuer")
-State = namedtuple("State", "sbase bars tmaps issuer row_a row_b z zb")
+#: after it), whether this thread issues the copies, its rank in the cluster.
+Block = namedtuple("Block", "bars tmaps issuer rank")
+State = namedtuple("State", "sbase bars tmaps issuer rank row_a row_b z zb")
 #: One stage's copies: where they land, A's box at (kb0, row_a, z), B's first
 #: at (b0, b1, zb), the stage's mbarrier.
-Boxes = namedtuple("Boxes", "dst kb0 bar issuer tmaps row_a b0 b1 z zb")
+Boxes = namedtuple("Boxes", "dst kb0 bar issuer rank tmaps row_a b0 b1 z zb")
 
 
 def routine(cfg):
@@ -44,24 +49,32 @@ def routine(cfg):
     b_box_bytes = cfg.b_tile_shape[0] * SWIZZLE_BYTES
     bkb, kn, b_esize, bk_units = cfg.bk_bytes, cfg.b_layout == "kn", 2, cfg.bk // cfg.prec.k_per_unit
     producer = cfg.producer_threads > 0
+    cl = cfg.cluster
+    # A cluster's CTAs share B: each loads 1 / cl of it (N x K: rows; K x N: boxes).
+    share_rows, share_boxes = cfg.tma_box_rows[1], b_boxes // cl
+    mask = u32((1 << cl) - 1)
 
     def start(smem, tmaps, tid):
         # the stages on the swizzle's 1024-byte period, an mbarrier per stage after them
         sbase = (smem + u32(1023)) & u32(0xFFFFFC00)
         bars = sbase + u32(tma_top)
+        rank = ptx.cluster_ctarank() if cl > 1 else u32(0)
         if tid == 0:
             ptx.tensormap_acquire(tmaps)
             ptx.tensormap_acquire(tmaps + u64(128))
             for s in range(stages):
                 ptx.mbarrier_init(bars + u32(8 * s), u32(1))
                 if producer:
-                    ptx.mbarrier_init(bars + u32(empty_top + 8 * s), u32(consumer_warps))
+                    ptx.mbarrier_init(bars + u32(empty_top + 8 * s), u32(consumer_warps * cl))
             ptx.mbarrier_init_fence()
-        cuda.syncthreads()
-        return sbase, Block(bars, tmaps, tid == 0)
+        if cl > 1:
+            ptx.cluster_sync()          # every CTA's barriers exist before any share lands
+        else:
+            cuda.syncthreads()
+        return sbase, Block(bars, tmaps, tid == 0, rank)
 
     def setup(blk, sbase, A, B, z, zb, row_a, row_b, copier, tile_off, dims):
-        return State(sbase, blk.bars, blk.tmaps, blk.issuer, row_a, row_b, z, zb)
+        return State(sbase, blk.bars, blk.tmaps, blk.issuer, blk.rank, row_a, row_b, z, zb)
 
     def bar_of(st, off):
         """The mbarrier of the stage at byte offset off."""
@@ -72,7 +85,7 @@ def routine(cfg):
         kb0 = i32(kt * bkb)
         # B's first box: at (k byte, n row) of N x K B; at (n byte, k row) of K x N B
         b0, b1 = (i32(st.row_b * b_esize), i32(kt * bk_units)) if kn else (kb0, st.row_b)
-        return Boxes(st.sbase + off, kb0, bar_of(st, off), st.issuer, st.tmaps, st.row_a, b0, b1,
+        return Boxes(st.sbase + off, kb0, bar_of(st, off), st.issuer, st.rank, st.tmaps, st.row_a, b0, b1,
                      i32(st.z), i32(st.zb))
 
     def issue(bx, part):
@@ -81,9 +94,19 @@ def routine(cfg):
         if part <= 0 and bx.issuer:
             ptx.mbarrier_arrive_expect_tx(bx.bar, u32(stage_bytes))
             ptx.tma_load_3d(bx.dst, bx.tmaps, (bx.kb0, bx.row_a, bx.z), bx.bar)
-            for box in range(b_boxes):
-                ptx.tma_load_3d(bx.dst + u32(tile_a + box * b_box_bytes), bx.tmaps + u64(128),
-                                (bx.b0 + i32(box * SWIZZLE_BYTES), bx.b1, bx.zb), bx.bar)
+            if cl == 1:
+                for box in range(b_boxes):
+                    ptx.tma_load_3d(bx.dst + u32(tile_a + box * b_box_bytes), bx.tmaps + u64(128),
+                                    (bx.b0 + i32(box * SWIZZLE_BYTES), bx.b1, bx.zb), bx.bar)
+            elif kn:                    # this CTA's boxes of B's columns, to every CTA
+                for i in range(share_boxes):
+                    box = bx.rank * u32(share_boxes) + u32(i)
+                    ptx.tma_load_3d_multicast(bx.dst + u32(tile_a) + box * u32(b_box_bytes), bx.tmaps + u64(128),
+                                              (bx.b0 + i32(box * SWIZZLE_BYTES), bx.b1, bx.zb), bx.bar, mask)
+            else:                       # this CTA's rows of B, to every CTA
+                part = bx.rank * u32(share_rows)
+                ptx.tma_load_3d_multicast(bx.dst + u32(tile_a) + part * u32(SWIZZLE_BYTES), bx.tmaps + u64(128),
+                                          (bx.b0, bx.b1 + i32(part), bx.zb), bx.bar, mask)
 
     def wait(st, kt, off, ktiles):
         if kt < ktiles:
@@ -94,7 +117,11 @@ def routine(cfg):
             ptx.mbarrier_wait(bar_of(st, off) + u32(empty_top), (divmod32(kt, stages)[0] + u32(1)) & u32(1))
 
     def release(st, off):
-        ptx.mbarrier_arrive(bar_of(st, off) + u32(empty_top))
+        if cl == 1:
+            ptx.mbarrier_arrive(bar_of(st, off) + u32(empty_top))
+        else:                           # every CTA's producer multicasts into this stage
+            for c in range(cl):
+                ptx.mbarrier_arrive_cluster(bar_of(st, off) + u32(empty_top), u32(c))
 
     return CopyRoutine(device(start), device(setup), device(stage), device(issue),
                        device(lambda st, off: None),            # the TMA unit lands the boxes

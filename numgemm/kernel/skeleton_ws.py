@@ -18,13 +18,16 @@ views and epilogue); what differs is who does what in its k loop:
     stage that one read.
 
 So no block-wide barrier stands in the k loop: copies run stages - 1 tiles
-ahead, and each consumer's wgmmas overlap its waits and the other's.
+ahead, and each consumer's wgmmas overlap its waits and the other's. With
+persistent=True a grid of one block per SM walks the output tiles (every
+gridDim.x-th): the producer fills the ring for the next tile while the
+consumers store this one.
 """
 
 from numba import cuda
 
 from .. import primitives as P
-from .regs import i32, u8, u32
+from .regs import device, i32, u8, u32
 from .skeleton import _next_stage, _tile_of
 from .warp_wgmma import wait_0, wait_1
 
@@ -39,44 +42,69 @@ def kernel_function(cfg, warp_rt, copy_rt):
     tile_a, pitch_a, rows = cfg.tile_bytes_a, cfg.pitch_a, 64        # a consumer's 64 rows of A
     producer_warps = cfg.producer_threads // 32
     shrink, grow = ptx.setmaxnreg_dec_40, ptx.setmaxnreg_inc_232
+    persistent, cluster = cfg.persistent, cfg.cluster
+
+    def cluster_tile(tile, pairs_m, tiles_n):
+        """The output tile of block `tile`: a cluster's CTAs take neighbouring
+        tile rows of one column (tile_of walks the clusters); a CTA whose row
+        lies past M computes zeros (TMA fills them) and stores nothing."""
+        if cluster == 1:
+            return tile_of(tile, pairs_m, tiles_n)
+        tm, tn = tile_of(tile // cluster, pairs_m, tiles_n)
+        return tm * cluster + tile % cluster, tn
+    cluster_tile = device(cluster_tile)
 
     def gemm_kernel(A, B, C, M, N, K, KB, NB, c_aligned, tmaps):
         """Arguments as skeleton.gemm_kernel's."""
         tid = cuda.threadIdx.x
         warp, lane = tid >> 5, tid & 31
         tiles_m, tiles_n = (M + bm - 1) // bm, (N + bn - 1) // bn
-        tm, tn = tile_of(cuda.blockIdx.x, tiles_m, tiles_n)
+        pairs_m = (tiles_m + cluster - 1) // cluster        # tile rows in whole clusters
+        tiles = pairs_m * cluster * tiles_n
+        step = cuda.gridDim.x if persistent else tiles      # persistent: every gridDim.x-th tile
         z = cuda.blockIdx.z
         zb = z if B.shape[0] > 1 else 0
-        m0, n0 = i32(tm * bm), i32(tn * bn)
         dims = (M, N, K, KB, NB)
         sbase, ctx = start(P.shared_addr(cuda.shared.array(0, u8), 0), tmaps, tid)
-        cs = setup(ctx, sbase, A, B, z, zb, m0, n0, tid, 0, dims)
         ktiles = (KB + bkb - 1) // bkb
-
+        # The ring's uses are counted across tiles (g): a stage's barrier
+        # parities follow its uses, not a tile's k index.
+        g, off = 0, 0
+        tile = cuda.blockIdx.x
         if warp < producer_warps:
             shrink()
-            if tid == 0:
-                off = 0
+            while tid == 0 and tile < tiles:
+                tm, tn = cluster_tile(tile, pairs_m, tiles_n)
+                cs = setup(ctx, sbase, A, B, z, zb, i32(tm * bm), i32(tn * bn), tid, 0, dims)
                 for kt in range(ktiles):
-                    acquire(cs, kt, off)
+                    acquire(cs, g, off)
                     issue(stage(cs, kt, off, False), -1)
-                    off = next_stage(off)
+                    g, off = g + 1, next_stage(off)
+                tile += step
         else:
             grow()
             cw = warp - producer_warps                  # the consumer's warp: rows 16 cw .. of the tile
             a_rows = u32((cw >> 2) * rows * pitch_a)    # its warpgroup's 64 rows of A
-            acc = init()
-            read, last = 0, 0
-            for kt in range(ktiles):
-                wait(cs, kt, read, ktiles)
-                compute(acc, sbase + u32(read) + a_rows, sbase + u32(read + tile_a))
-                wait_1()
-                if kt > 0 and lane == 0:
-                    release(cs, last)                   # k-tile kt - 1's wgmmas are done with it
-                last, read = read, next_stage(read)
-            wait_0()
-            store(acc, C, z, m0, n0, cw * 16, 0, M, N, tid, c_aligned)
+            while tile < tiles:
+                tm, tn = cluster_tile(tile, pairs_m, tiles_n)
+                m0, n0 = i32(tm * bm), i32(tn * bn)
+                cs = setup(ctx, sbase, A, B, z, zb, m0, n0, tid, 0, dims)
+                acc = init()
+                last = off
+                for kt in range(ktiles):
+                    wait(cs, g, off, g + 1)
+                    compute(acc, sbase + u32(off) + a_rows, sbase + u32(off + tile_a))
+                    wait_1()
+                    if kt > 0 and lane == 0:
+                        release(cs, last)               # k-tile kt - 1's wgmmas are done with it
+                    last, g, off = off, g + 1, next_stage(off)
+                wait_0()
+                if lane == 0:
+                    release(cs, last)
+                store(acc, C, z, m0, n0, cw * 16, 0, M, N, tid, c_aligned)
+                tile += step
+        if cluster > 1:             # no CTA leaves while another may still write its stages or barriers
+            P.cluster_sync()
 
     gemm_kernel.__name__ = cfg.name
     return gemm_kernel

@@ -427,7 +427,7 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
             row.ms, row.tops = ms, work / (ms * 1e-3) / 1e12
             row.sm_mhz, row.power_w = state.get("sm_mhz", math.nan), state.get("power_w", math.nan)
             row.ceiling_pct = 100 * row.tops / ceiling_for("int8" if precision == "int4" else precision, ceilings)
-            times["library", precision, label] = ms
+            times.setdefault(("library", precision, label), ms)     # x library: the vendor's, listed first
         rows.append(row)
     return rows
 

@@ -170,6 +170,8 @@ class KernelConfig:
         s8 tiles of the same shape, read by the int8 k32 warp routine; else self."""
         if self.unpack != "tile":
             return self
+        if self.op == "wgmma":      # s8 stages in the swizzle, as TMA lands int8_wgmma's
+            return self.replace(precision="int8", mma_k=32, unpack="none", copy="tma")
         return self.replace(precision="int8", mma_k=32, unpack="none")
 
     @property
@@ -206,7 +208,7 @@ class KernelConfig:
     @property
     def min_cc(self):
         """The oldest compute capability the kernel runs on."""
-        return (9, 0) if self.copy == "tma" else (8, 0)
+        return (9, 0) if self.copy == "tma" or self.op == "wgmma" else (8, 0)
 
     @property
     def arch_specific(self):
@@ -289,8 +291,9 @@ class KernelConfig:
 
     @property
     def copiers(self):
-        """Threads that copy one shared tile: the block, or a warp (private tiles)."""
-        return 32 if self.private_tiles else self.threads
+        """Threads that copy one shared tile: the block, a warp (private tiles),
+        or the producer warpgroup."""
+        return 32 if self.private_tiles else self.producer_threads or self.threads
 
     @property
     def stage_bytes(self):
@@ -318,10 +321,10 @@ class KernelConfig:
 
     @property
     def tma_bytes(self):
-        """copy="tma": room to align the stages to 1024 bytes (the swizzle's
-        period), then one 8-byte mbarrier per stage after them (op="wgmma":
-        two, the stage's "full" and its "empty")."""
-        if self.copy != "tma":
+        """copy="tma" and op="wgmma": room to align the stages to 1024 bytes (the
+        swizzle's period), then one 8-byte mbarrier per stage after them
+        (op="wgmma": two, the stage's "full" and its "empty")."""
+        if self.copy != "tma" and self.op != "wgmma":
             return 0
         return 1024 + 8 * self.stages * (2 if self.op == "wgmma" else 1)
 
@@ -432,7 +435,9 @@ class KernelConfig:
         elif self.copy == "tma" and (self.evict != "none" or max(self.tma_box_rows) > 256):
             err.append(f"copy=tma copies boxes of at most 256 rows, with no evict policy: "
                        f"boxes of {self.tma_box_rows} rows, evict={self.evict}")
-        if self.swizzle and (self.op not in ("mma", "wgmma") or self.b_global != "cp_async" or self.private_tiles
+        if self.op == "wgmma":
+            pass                    # the shared view's tiles: checked by _wgmma_errors
+        elif self.swizzle and (self.op != "mma" or self.b_global != "cp_async" or self.private_tiles
                               or self.unpack == "tile"):
             err.append(f"swizzled tiles (swizzle, copy={self.copy}) are shared tiles of whole 16-byte "
                        f"chunks that mma kernels read (op=mma; no private tiles, ldg16 or unpack=tile; "
@@ -440,7 +445,7 @@ class KernelConfig:
         elif self.swizzle and self.bk_bytes != SWIZZLE_BYTES:
             err.append(f"swizzled tiles have rows of {SWIZZLE_BYTES} bytes of K: bk={self.bk} is "
                        f"{self.bk_bytes} bytes")
-        elif self.swizzle and self.b_layout == "kn" and 2 * wn != SWIZZLE_BYTES and self.op != "wgmma":
+        elif self.swizzle and self.b_layout == "kn" and 2 * wn != SWIZZLE_BYTES:
             err.append(f"swizzled K x N B: a warp's {wn} columns must be one {SWIZZLE_BYTES}-byte box wide")
         if self.zfill_src not in ("base", "any"):
             err.append("zfill_src must be base or any")
@@ -473,8 +478,8 @@ class KernelConfig:
             err.append("linkage must be inline or link")
         if self.unpack not in ("none", "register", "scaled", "tile"):
             err.append("unpack must be none, register, scaled or tile")
-        if self.unpack != "none" and (self.precision != "int4" or self.op != "mma"):
-            err.append("unpack applies to int4 mma kernels")
+        if self.unpack != "none" and (self.precision != "int4" or self.op not in ("mma", "wgmma")):
+            err.append("unpack applies to int4 mma and wgmma kernels")
         if self.unpack == "tile" and (self.b_layout != "nk" or self.evict != "none"):
             err.append("unpack=tile widens N x K tiles loaded by ld.global (b_layout=nk, evict=none)")
         for what, row_bytes, unit in (("A", self.bk_bytes, 16), ("B", self.b_tile_shape[1], self.b_copy_bytes)):
@@ -497,11 +502,17 @@ class KernelConfig:
         if self.warps_n != 1 or self.warps_k != 1 or self.warps_m % 4 or self.bm != 16 * self.warps_m:
             err.append(f"wgmma: consumer warpgroups of 64 rows (warps_m = bm / 16, a multiple of 4; "
                        f"warps_n = warps_k = 1), got bm={self.bm}, warps {self.warps_m}x{self.warps_n}x{self.warps_k}")
+        if self.shared_view.bk_bytes != SWIZZLE_BYTES:
+            err.append(f"wgmma reads rows of {SWIZZLE_BYTES} bytes of K in the swizzle: bk={self.bk} is "
+                       f"{self.shared_view.bk_bytes} bytes in shared memory")
         if not self.shared_view.prec.wgmma or self.bn != 256:
             err.append(f"wgmma: routines for N = 256 with f16 or s8 operands, got bn={self.bn}, {self.precision}")
-        if self.copy != "tma" or self.linkage != "inline" or self.unpack not in ("none",):
-            err.append("wgmma: its stages come by TMA (copy=tma), its routines inline, its operands "
-                       "unwidened (unpack=none)")
+        if self.copy != ("cp_async" if self.unpack == "tile" else "tma") or self.linkage != "inline" \
+                or self.unpack not in ("none", "tile"):
+            err.append("wgmma: its stages come by TMA (copy=tma), or for INT4 widened by the producer "
+                       "warpgroup's own loads (unpack=tile, copy=cp_async); its routines inline")
+        if self.unpack == "tile" and (self.cluster != 1 or self.bk_bytes * 2 != SWIZZLE_BYTES):
+            err.append("wgmma unpack=tile: no cluster, a k-tile of 64 bytes of s4 (128 of s8)")
         if self.cluster not in (1, 2) or self.rows_b % (self.cluster * 8) or \
                 (self.b_layout == "kn" and self.b_tile_shape[1] // SWIZZLE_BYTES % self.cluster):
             err.append(f"wgmma: cluster 1 or 2, splitting B's tile into whole boxes, got {self.cluster}")

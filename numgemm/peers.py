@@ -1,6 +1,7 @@
 """Library GEMMs timed beside numgemm's kernels, when installed: cuBLAS fp16
 through PyTorch (or CuPy), cuBLASLt int8 through torch._int_mm with B
-column-major (its fast layout). Both are optional; a missing one is skipped."""
+column-major (its fast layout), and Triton's int8 (numgemm.peers_triton).
+All are optional; a missing one is skipped."""
 
 import numpy as np
 
@@ -56,7 +57,24 @@ def peer_runs(precision, M, N, K, batch, rng):
     def run(i):
         for _ in range(batch):
             out["c"] = torch._int_mm(ta, tb)
-    return [("cublaslt_int8 (torch._int_mm)", run, lambda: _ok(out["c"].cpu().numpy()[None], a, bt, "int8"))]
+    peers = [("cublaslt_int8 (torch._int_mm)", run, lambda: _ok(out["c"].cpu().numpy()[None], a, bt, "int8"))]
+    triton = _triton()
+    if triton is not None:
+        tc = torch.empty((M, N), dtype=torch.int32, device="cuda")
+
+        def run_triton(i):
+            for _ in range(batch):
+                triton.int8_mm(ta, tb, tc)
+        peers.append((triton.NAME, run_triton, lambda: _ok(tc.cpu().numpy()[None], a, bt, "int8")))
+    return peers
+
+
+def _triton():
+    try:
+        from . import peers_triton
+    except ImportError:
+        return None
+    return peers_triton
 
 
 def _ok(c, a, b, precision):

@@ -105,6 +105,10 @@ def _families(preset):
         for prec, base in (("fp16", fp16), ("int8", int8)):
             families[prec][f"{prec}_wgmma"] = base.replace(**wgmma)
             families[prec][f"{prec}_wgmma_cl1"] = base.replace(**wgmma).replace(cluster=1)
+        # INT4: wgmma has no s4 form; the producer warpgroup loads the s4 tiles and
+        # widens them to s8 into the stages (64 bytes of s4 a row per k-tile), no cluster.
+        families["int4"]["int4_wgmma_unpack_s8"] = int4.replace(
+            **dict(wgmma, copy="cp_async", cluster=1), bk=128, stages=4, min_blocks=1, unpack="tile", reg_buffers=0)
         families["int8"]["int8_ptx_mma_k32_m16"] = int8.replace(bk=512, stages=4, warps_n=4, warps_k=2, **skinny)
         families["int4"]["int4_ptx_unpack_s8_m16"] = int4.replace(bk=512, stages=4, unpack="scaled",
                                                                   warps_n=8, warps_k=1, **skinny)

@@ -26,9 +26,13 @@ def test_sass(preset, name, target):
         assert b.local_bytes == 0 and b.count("LDL") == 0 and b.count("STL") == 0, b.summary()
     if not calls_expected:
         assert b.calls == 0, f"{cfg.name} on {target} calls a function"
-    if cfg.op == "wgmma":            # TMA into the ring, the accumulators never leave the wgmmas' registers
-        assert b.count("UTMALDG.3D") >= 2 and b.count("LDGSTS") == 0 and b.count("LDSM") == 0
-        assert b.count("USETMAXREG.DEALLOC") == 1 and b.count("USETMAXREG.TRY_ALLOC") == 1
+    if cfg.op == "wgmma":            # the ring's stages, the accumulators never leaving the wgmmas' registers
+        if cfg.unpack == "tile":     # the producer's loads, widened into the stages
+            assert b.count("LDG.E.128") >= 1 and b.count("STS.128") >= 1 and b.count("FENCE.VIEW.ASYNC.S") >= 1
+        else:                        # TMA, and the producer's registers given to the consumers
+            assert b.count("UTMALDG.3D") >= 2 and b.count("USETMAXREG.DEALLOC") == 1
+            assert b.count("USETMAXREG.TRY_ALLOC") == 1
+        assert b.count("LDGSTS") == 0 and b.count("LDSM") == 0
         assert b.count("WARPGROUP.DEPBAR.LE") >= 1 and b.count("SYNCS.ARRIVE.TRANS64") >= 2
         assert (b.count("UTMALDG.3D.MULTICAST") >= 1) == (cfg.cluster > 1)
         assert b.instructions.count("STG.E.64") == cfg.warp_tile[0] * cfg.warp_tile[1] // 64
@@ -181,7 +185,8 @@ def skip_unless_it_runs_here(cfg):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["fp16_ptx_tma", "int8_ptx_tma", "int4_ptx_unpack_s8_tma", "fp16_wgmma", "int8_wgmma"])
+@pytest.mark.parametrize("name", ["fp16_ptx_tma", "int8_ptx_tma", "int4_ptx_unpack_s8_tma", "fp16_wgmma", "int8_wgmma",
+                                  "int4_wgmma_unpack_s8"])
 def test_tma_operands_of_every_shape(name, rng):
     """copy="tma" (sm_90): the tensor maps follow the operands: one whole
     tile, edges on every side with K short of one k-tile, a 1 x 1 output,
@@ -208,6 +213,7 @@ def test_tma_operands_of_every_shape(name, rng):
 @pytest.mark.gpu
 @pytest.mark.parametrize("name,fields", [("fp16_wgmma", dict(cluster=2)), ("fp16_wgmma", dict(persistent=True)),
                                          ("int8_wgmma", dict(cluster=2, persistent=True)),
+                                         ("int4_wgmma_unpack_s8", dict(persistent=False)),
                                          ("fp16_wgmma", dict(b_layout="nk", cluster=2, persistent=True))])
 def test_wgmma_clusters_and_persistent_tiles(name, fields, rng):
     """A cluster pairs tile rows (an odd count leaves a CTA past M, which must

@@ -10,6 +10,7 @@
     warp_wmma.py       WMMA (baselines/)
     copy_cp_async.py   cp.async, each thread its 16-byte pieces
     copy_widen.py      INT4 widened to s8 on its way into shared memory
+    copy_widen_ring.py ... by the producer warpgroup, into the wgmma ring
     copy_tma.py        the TMA unit, an mbarrier per stage (sm_90)
     copy_threads.py    what the two per-thread copy paths share
     dp4a.py            INT8 on the CUDA cores (no tensor cores, no seams)
@@ -25,15 +26,34 @@ from concurrent.futures import ProcessPoolExecutor
 from numba import cuda, types
 
 from .. import cache
-from ..sass import NVVM_OPTIONS, Build, build_many, front_end, library_cubin, refuse_ptxas_losses
+from ..sass import (
+    NVVM_OPTIONS,
+    Build,
+    build_many,
+    front_end,
+    library_cubin,
+    refuse_ptxas_losses,
+)
 from ..toolchain import TARGETS, has_native_s4_mma, parse_target, target_name
-from . import copy_cp_async, copy_tma, copy_widen, dp4a, skeleton, skeleton_ws, warp_mma, warp_wgmma, warp_wmma
+from . import (
+    copy_cp_async,
+    copy_tma,
+    copy_widen,
+    copy_widen_ring,
+    dp4a,
+    skeleton,
+    skeleton_ws,
+    warp_mma,
+    warp_wgmma,
+    warp_wmma,
+)
 from .regs import OUT, i32, u8, u32, u64
 
 #: Which file builds a config's warp routine (by op) and copy routine (by copy;
-#: INT4 with unpack="tile" widens on its way in).
+#: INT4 with unpack="tile" widens on its way in: in the producer, with wgmma).
 WARP_ROUTINES = {"mma": warp_mma.routine, "wmma": warp_wmma.routine, "wgmma": warp_wgmma.routine}
-COPY_ROUTINES = {"cp_async": copy_cp_async.routine, "tma": copy_tma.routine, "widen": copy_widen.routine}
+COPY_ROUTINES = {"cp_async": copy_cp_async.routine, "tma": copy_tma.routine, "widen": copy_widen.routine,
+                 "widen_ring": copy_widen_ring.routine}
 
 
 def argtypes(cfg):
@@ -50,7 +70,9 @@ def kernel_function(cfg):
     if cfg.op == "dp4a":
         return dp4a.kernel_function(cfg)
     # Shared memory and the warps see cfg.shared_view: cfg itself, or (unpack="tile") its s8 tiles.
-    copy = "widen" if cfg.unpack == "tile" and cfg.copy == "cp_async" else cfg.copy
+    copy = cfg.copy
+    if cfg.unpack == "tile" and cfg.copy == "cp_async":     # s4 widened on its way in
+        copy = "widen_ring" if cfg.producer_threads else "widen"
     frame = skeleton_ws if cfg.producer_threads else skeleton
     return frame.kernel_function(cfg, WARP_ROUTINES[cfg.op](cfg.shared_view), COPY_ROUTINES[copy](cfg))
 

@@ -39,12 +39,58 @@ State = namedtuple("State", "sbase bars tmaps issuer rank row_a row_b z zb")
 Boxes = namedtuple("Boxes", "dst kb0 bar issuer rank tmaps row_a b0 b1 z zb")
 
 
-def routine(cfg):
+#: The ring's mbarriers (ring()): each a device function of the barriers' address.
+Ring = namedtuple("Ring", "top init full wait acquire release")
+
+
+def ring(cfg, full_count=1):
+    """The mbarriers of cfg's stages, after them in shared memory (top: their
+    byte offset from the stages' base): init(bars), by one thread: a "full"
+    barrier per stage that full_count arrivals (and the bytes they announce)
+    complete, with a producer an "empty" one that the consumer warps of every
+    CTA of the cluster complete; full(bars, off): the full barrier of the stage
+    at byte offset off; wait(bars, kt, off, ktiles): k-tile kt has landed there
+    (kt: its use of the ring, whose parity the barrier's phase follows);
+    acquire(bars, kt, off): the stage is free for use kt; release(bars, off):
+    this consumer warp has read it."""
     ptx = P.routines(cfg.linkage)
-    stages, stage_bytes, tile_a = cfg.stages, cfg.stage_bytes, cfg.tile_bytes_a
-    tma_top = cfg.smem_bytes - cfg.tma_bytes          # where the mbarriers go, after the stages
+    stages, stage_bytes = cfg.stages, cfg.stage_bytes
     empty_top = 8 * stages                            # the "empty" barriers, after the "full" ones
     consumer_warps = (cfg.threads - cfg.producer_threads) // 32
+    producer, cl = cfg.producer_threads > 0, cfg.cluster
+
+    def init(bars):
+        for s in range(stages):
+            ptx.mbarrier_init(bars + u32(8 * s), u32(full_count))
+            if producer:
+                ptx.mbarrier_init(bars + u32(empty_top + 8 * s), u32(consumer_warps * cl))
+
+    def full(bars, off):
+        return bars + u32(8) * divmod32(off, stage_bytes)[0]
+    full = device(full)
+
+    def wait(bars, kt, off, ktiles):
+        if kt < ktiles:
+            ptx.mbarrier_wait(full(bars, off), divmod32(kt, stages)[0] & u32(1))
+
+    def acquire(bars, kt, off):
+        if kt >= stages:        # use u of the stage waits for the consumers' release of use u - 1
+            ptx.mbarrier_wait(full(bars, off) + u32(empty_top), (divmod32(kt, stages)[0] + u32(1)) & u32(1))
+
+    def release(bars, off):
+        if cl == 1:
+            ptx.mbarrier_arrive(full(bars, off) + u32(empty_top))
+        else:                           # every CTA's producer multicasts into this stage
+            for c in range(cl):
+                ptx.mbarrier_arrive_cluster(full(bars, off) + u32(empty_top), u32(c))
+
+    return Ring(cfg.smem_bytes - cfg.tma_bytes, device(init), full, device(wait), device(acquire), device(release))
+
+
+def routine(cfg):
+    ptx = P.routines(cfg.linkage)
+    stage_bytes, tile_a = cfg.stage_bytes, cfg.tile_bytes_a
+    rg = ring(cfg)
     b_boxes = cfg.b_tile_shape[1] // SWIZZLE_BYTES
     b_box_bytes = cfg.b_tile_shape[0] * SWIZZLE_BYTES
     bkb, kn, b_esize, bk_units = cfg.bk_bytes, cfg.b_layout == "kn", 2, cfg.bk // cfg.prec.k_per_unit
@@ -55,17 +101,14 @@ def routine(cfg):
     mask = u32((1 << cl) - 1)
 
     def start(smem, tmaps, tid):
-        # the stages on the swizzle's 1024-byte period, an mbarrier per stage after them
+        # the stages on the swizzle's 1024-byte period, the mbarriers after them
         sbase = (smem + u32(1023)) & u32(0xFFFFFC00)
-        bars = sbase + u32(tma_top)
+        bars = sbase + u32(rg.top)
         rank = ptx.cluster_ctarank() if cl > 1 else u32(0)
         if tid == 0:
             ptx.tensormap_acquire(tmaps)
             ptx.tensormap_acquire(tmaps + u64(128))
-            for s in range(stages):
-                ptx.mbarrier_init(bars + u32(8 * s), u32(1))
-                if producer:
-                    ptx.mbarrier_init(bars + u32(empty_top + 8 * s), u32(consumer_warps * cl))
+            rg.init(bars)
             ptx.mbarrier_init_fence()
         if cl > 1:
             ptx.cluster_sync()          # every CTA's barriers exist before any share lands
@@ -76,16 +119,11 @@ def routine(cfg):
     def setup(blk, sbase, A, B, z, zb, row_a, row_b, copier, tile_off, dims):
         return State(sbase, blk.bars, blk.tmaps, blk.issuer, blk.rank, row_a, row_b, z, zb)
 
-    def bar_of(st, off):
-        """The mbarrier of the stage at byte offset off."""
-        return st.bars + u32(8) * divmod32(off, stage_bytes)[0]
-    bar_of = device(bar_of)
-
     def stage(st, kt, off, inside):
         kb0 = i32(kt * bkb)
         # B's first box: at (k byte, n row) of N x K B; at (n byte, k row) of K x N B
         b0, b1 = (i32(st.row_b * b_esize), i32(kt * bk_units)) if kn else (kb0, st.row_b)
-        return Boxes(st.sbase + off, kb0, bar_of(st, off), st.issuer, st.rank, st.tmaps, st.row_a, b0, b1,
+        return Boxes(st.sbase + off, kb0, rg.full(st.bars, off), st.issuer, st.rank, st.tmaps, st.row_a, b0, b1,
                      i32(st.z), i32(st.zb))
 
     def issue(bx, part):
@@ -108,23 +146,17 @@ def routine(cfg):
                 ptx.tma_load_3d_multicast(bx.dst + u32(tile_a) + part * u32(SWIZZLE_BYTES), bx.tmaps + u64(128),
                                           (bx.b0, bx.b1 + i32(part), bx.zb), bx.bar, mask)
 
-    def wait(st, kt, off, ktiles):
-        if kt < ktiles:
-            ptx.mbarrier_wait(bar_of(st, off), divmod32(kt, stages)[0] & u32(1))
-
-    def acquire(st, kt, off):
-        if kt >= stages:        # use u of the stage waits for the consumers' release of use u - 1
-            ptx.mbarrier_wait(bar_of(st, off) + u32(empty_top), (divmod32(kt, stages)[0] + u32(1)) & u32(1))
-
-    def release(st, off):
-        if cl == 1:
-            ptx.mbarrier_arrive(bar_of(st, off) + u32(empty_top))
-        else:                           # every CTA's producer multicasts into this stage
-            for c in range(cl):
-                ptx.mbarrier_arrive_cluster(bar_of(st, off) + u32(empty_top), u32(c))
-
+    wait, acquire, release = on_bars(rg)
     return CopyRoutine(device(start), device(setup), device(stage), device(issue),
                        device(lambda st, off: None),            # the TMA unit lands the boxes
                        device(lambda: None),                    # no cp.async groups
-                       device(wait), device(lambda m0, n0, dims: False),   # no bounds checks to drop
-                       *((device(acquire), device(release)) if producer else ()))
+                       wait, device(lambda m0, n0, dims: False),   # no bounds checks to drop
+                       *((acquire, release) if producer else ()))
+
+
+def on_bars(rg):
+    """The ring's wait, acquire and release as a copy routine's members: of a
+    state whose .bars are the barriers' address."""
+    return (device(lambda st, kt, off, ktiles: rg.wait(st.bars, kt, off, ktiles)),
+            device(lambda st, kt, off: rg.acquire(st.bars, kt, off)),
+            device(lambda st, off: rg.release(st.bars, off)))

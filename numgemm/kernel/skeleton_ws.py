@@ -35,13 +35,28 @@ from .warp_wgmma import wait_0, wait_1
 def kernel_function(cfg, warp_rt, copy_rt):
     """The Python function of cfg's kernel with this WarpRoutine and CopyRoutine."""
     init, _, _, compute, store = warp_rt
-    start, setup, stage, issue, _, _, wait, _, acquire, release = copy_rt
+    start, setup, stage, issue, land, _, wait, _, acquire, release = copy_rt
     ptx = P.routines("inline")
-    tile_of, next_stage = _tile_of(cfg), _next_stage(cfg)
+    sv = cfg.shared_view                    # the stages as the consumers read them
+    tile_of, next_stage = _tile_of(cfg), _next_stage(sv)
     bm, bn, bkb = cfg.bm, cfg.bn, cfg.bk_bytes
-    tile_a, pitch_a, rows = cfg.tile_bytes_a, cfg.pitch_a, 64        # a consumer's 64 rows of A
+    tile_a, pitch_a, rows = sv.tile_bytes_a, sv.pitch_a, 64          # a consumer's 64 rows of A
     producer_warps = cfg.producer_threads // 32
-    shrink, grow = ptx.setmaxnreg_dec_40, ptx.setmaxnreg_inc_232
+    # TMA: one thread issues each stage's copies, and the producer gives its
+    # registers to the consumers. Widening (unpack="tile"): all 128 load and
+    # widen, and keep theirs for the loads in flight.
+    widen = cfg.unpack == "tile"
+
+    def produce(cs, g, off, kt, ktiles):
+        """Widening: k-tile kt from its registers into the stage at off (once
+        the consumers have freed it), then k-tile kt + 2 into those registers."""
+        acquire(cs, g, off)
+        land(cs, off)
+        if kt + 2 < ktiles:
+            issue(stage(cs, kt + 2, next_stage(next_stage(off)), False), -1)
+    produce = device(produce)
+    nothing = device(lambda: None)
+    shrink, grow = (nothing, nothing) if widen else (ptx.setmaxnreg_dec_40, ptx.setmaxnreg_inc_232)
     persistent, cluster = cfg.persistent, cfg.cluster
 
     def cluster_tile(tile, pairs_m, tiles_n):
@@ -73,13 +88,32 @@ def kernel_function(cfg, warp_rt, copy_rt):
         tile = cuda.blockIdx.x
         if warp < producer_warps:
             shrink()
-            while tid == 0 and tile < tiles:
+            while not widen and tid == 0 and tile < tiles:     # TMA: one thread issues the copies
                 tm, tn = cluster_tile(tile, pairs_m, tiles_n)
                 cs = setup(ctx, sbase, A, B, z, zb, i32(tm * bm), i32(tn * bn), tid, 0, dims)
                 for kt in range(ktiles):
                     acquire(cs, g, off)
                     issue(stage(cs, kt, off, False), -1)
                     g, off = g + 1, next_stage(off)
+                tile += step
+            while widen and tile < tiles:           # widening: all 128, two k-tiles ahead
+                tm, tn = cluster_tile(tile, pairs_m, tiles_n)
+                m0, n0 = i32(tm * bm), i32(tn * bn)
+                # Two register sets, k-tiles alternating between them: a set's loads
+                # have two k-tiles' time to arrive before they are widened.
+                c0 = setup(ctx, sbase, A, B, z, zb, m0, n0, tid, 0, dims)
+                c1 = setup(ctx, sbase, A, B, z, zb, m0, n0, tid, 0, dims)
+                issue(stage(c0, 0, off, False), -1)
+                if ktiles > 1:
+                    issue(stage(c1, 1, next_stage(off), False), -1)
+                kt = 0
+                while kt < ktiles:
+                    produce(c0, g, off, kt, ktiles)
+                    g, off = g + 1, next_stage(off)
+                    if kt + 1 < ktiles:
+                        produce(c1, g, off, kt + 1, ktiles)
+                        g, off = g + 1, next_stage(off)
+                    kt += 2
                 tile += step
         else:
             grow()

@@ -1,0 +1,86 @@
+"""INT4 into the warp-specialised ring (op="wgmma", unpack="tile"): the
+producer warpgroup loads s4, widens it to s8 and writes the stage itself.
+
+wgmma has no s4 form, and reads its operands from shared memory, so the s4
+tiles must reach the stages as s8 in the 128-byte swizzle that the wgmma
+warp routine reads (int8_wgmma's layout). Each of the producer's 128
+threads owns 16-byte pieces of a k-tile (numgemm.kernel.copy_threads: its
+rows 32 apart, its addresses set up once, rows and K past the matrix
+zero-filled); it loads k-tile kt + 1 with ld.global.v4 while the consumers
+still work on earlier stages, and lands k-tile kt: each 16 bytes of s4
+become 32 of s8 (copy_widen's exact widening, A and B permuted alike along
+K) in two swizzled chunks, then fence.proxy.async makes its stores visible
+to wgmma and it arrives on the stage's "full" mbarrier, which completes
+when all 128 have. The "empty" barriers, the waits and the releases are
+copy_tma's.
+"""
+
+from collections import namedtuple
+
+from numba import cuda
+
+from .. import primitives as P
+from . import copy_threads, copy_tma
+from .copy_widen import _load_one, _registers
+from .regs import device, getter, inlined, u32
+
+Block = namedtuple("Block", "bars policy")
+State = namedtuple("State", "bars copies")
+
+
+def routine(cfg):
+    ptx = P.routines(cfg.linkage)
+    threads = copy_threads.routine(cfg, _load_one, _land, _registers, device(lambda: None),
+                                   device(lambda st, kt, off, ktiles: None))
+    rg = copy_tma.ring(cfg, full_count=cfg.producer_threads)
+
+    def start(smem, tmaps, tid):
+        # the stages on the swizzle's 1024-byte period, the mbarriers after them
+        sbase = (smem + u32(1023)) & u32(0xFFFFFC00)
+        bars = sbase + u32(rg.top)
+        if tid == 0:
+            rg.init(bars)
+            ptx.mbarrier_init_fence()
+        cuda.syncthreads()
+        return sbase, Block(bars, threads.start(smem, tmaps, tid)[1])
+
+    # A name of its own: Numba inlines a call of a function it finds as a global
+    # or a closure variable, not one of an attribute of a tuple; called, the
+    # registers' array would live in that call's frame.
+    copies_setup = threads.setup
+
+    def setup(blk, sbase, A, B, z, zb, row_a, row_b, copier, tile_off, dims):
+        return State(blk.bars, copies_setup(blk.policy, sbase, A, B, z, zb, row_a, row_b, copier, tile_off, dims))
+
+    def stage(st, kt, off, inside):
+        return threads.stage(st.copies, kt, off, inside)
+
+    def land(st, off):
+        threads.land(st.copies, off)
+        ptx.fence_proxy_async()             # the stores, visible to wgmma's reads
+        ptx.mbarrier_arrive(rg.full(st.bars, off))
+
+    wait, acquire, release = copy_tma.on_bars(rg)
+    # setup is inlined by Numba: the state holds the per-thread registers (a local array).
+    return threads._replace(start=device(start), setup=inlined(setup), stage=device(stage), land=device(land),
+                            wait=wait, acquire=acquire, release=release)
+
+
+def _land(cfg, rows, row_bytes, pitch, unit, reg0):
+    """land(rows_in_tile, dst, regs): a tile's s4 pieces widened into its
+    swizzled s8 rows. A piece's 32 bytes are chunks 2c and 2c + 1 of its row:
+    swizzled, chunk 2c lands at dst and chunk 2c + 1 at dst ^ 16 (the XOR
+    flips the low chunk bit alike for both)."""
+    ptx = P.routines(cfg.linkage)
+    st, widen, get4 = ptx.st_shared_v4, ptx.unpack_s4_s8, getter(4)
+    passes, step, ragged = copy_threads.pass_count(cfg, rows, row_bytes, unit)
+
+    def land(rows_in_tile, dst, regs):
+        for i in range(passes):
+            if not ragged or i * step < rows_in_tile:
+                w = get4(regs, reg0 + 4 * i)
+                x0, x1, x2, x3 = widen(w[0]), widen(w[1]), widen(w[2]), widen(w[3])
+                at = dst + i * step * pitch
+                st(at, (x0[0], x0[1], x1[0], x1[1]))
+                st(at ^ 16, (x2[0], x2[1], x3[0], x3[1]))
+    return device(land)

@@ -1,0 +1,49 @@
+"""Same-run timings of kernel variants: a registered kernel with fields changed.
+
+    python scripts/variants.py 8192,4096 fp16_wgmma: fp16_wgmma:cluster=2 'int8_wgmma:persistent=True,stages=3'
+
+Each argument after the sizes is NAME:FIELD=VALUE,... (nothing after the colon:
+the kernel as registered). Every variant is timed at every size in one
+process (CUDA-event median of 20 launches after warm-up) and its output
+sampled against the exact product; a line per (size, variant).
+"""
+
+import ast
+import sys
+
+import numpy as np
+
+from numgemm import operands, registry
+from numgemm.api import plan_gemm
+from numgemm.timing import time_gpu
+
+
+def variant(spec):
+    name, _, fields = spec.partition(":")
+    changes = {}
+    for item in filter(None, fields.split(",")):
+        key, _, value = item.partition("=")
+        changes[key.strip()] = ast.literal_eval(value.strip())
+    return name, fields, registry.get(name).replace(**changes)
+
+
+def main(argv):
+    sizes = [int(x) for x in argv[0].split(",")]
+    variants = [variant(spec) for spec in argv[1:]]
+    rng = np.random.default_rng()
+    for n in sizes:
+        for name, fields, cfg in variants:
+            p = cfg.precision
+            a, b = operands.values(p, 1, n, n, n, rng)
+            x, y = operands.to_device(p, cfg.b_layout, a, b)
+            out = operands.poisoned(p, (1, n, n), cfg.acc)
+            plan = plan_gemm(x, y, precision=p, kernel=cfg, out=out, k=n)
+            ms, _ = time_gpu(lambda i: plan.launch(), repeats=20)
+            ok = operands.sample_matches(out.copy_to_host(), a, b, p, rng, cfg.acc)
+            print(f"{n:5d} {name:22s} {fields:40s} {ms:.4f} ms {2 * n**3 / ms / 1e9:8.1f} T(FL)OPS "
+                  f"{'ok' if ok else 'FAIL'}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

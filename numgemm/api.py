@@ -366,8 +366,10 @@ def _config(cfg, precision, layout, preset, m, k, cc):
                          f"({_LAYOUT_HINT[cfg.b_layout]}); "
                          f"this b is {layout.upper()}")
     if cfg.max_k is not None and k > cfg.max_k:
+        exact = cfg.replace(unpack={"scaled": "register", "tile_scaled": "tile"}[cfg.unpack])
+        twin = next((n for n, c in registry.REGISTRY[preset].items() if c == exact), exact.name)
         raise ValueError(f"kernel {cfg.name} widens s4 to 16 x s8 and is exact for K <= {cfg.max_k}; "
-                         f"K is {k} (int4_ptx_unpack_s8_exact widens exactly)")
+                         f"K is {k} ({twin} widens exactly)")
     return cfg
 
 

@@ -68,7 +68,8 @@ class KernelConfig:
                                # per 8 values, the sum shifted back; K <= max_k) |
                                # tile (widen once per k-tile on its way into shared memory:
                                # ld.global early, widen + st.shared after the tile's mmas;
-                               # the warps run the s8 k32 path on s8 tiles)
+                               # the warps run the s8 k32 path on s8 tiles) | tile_scaled
+                               # (wgmma: the producer widens to 16 x s8 once per k-tile; K <= max_k)
     min_blocks: int = 1        # launch bounds: blocks per SM the compiler must allow
     copy_parts: int = 1        # a k-tile's global -> shared copies start in this many parts, one
                                # before each of a warp's first copy_parts k steps (as CUTLASS
@@ -141,7 +142,7 @@ class KernelConfig:
             return self.prec.wmma
         if self.op == "wgmma":
             return 64, self.bn, self.mma_k
-        if self.unpack == "tile":
+        if self.widens_tile:
             return 16, 8, 32            # s8 in shared memory: the int8 k32 path
         if self.unpack != "none":
             return 16, 8, 64            # one s4 k64 step, issued as two s8 k32 mmas
@@ -162,13 +163,24 @@ class KernelConfig:
     def max_k(self):
         """The largest K the kernel is exact for: a scaled widening accumulates
         256 x the s4 products (each at most 64) in s32."""
-        return (2**31 - 1) // (256 * 64) if self.unpack == "scaled" else None
+        return (2**31 - 1) // (256 * 64) if self.scaled else None
+
+    @property
+    def widens_tile(self):
+        """Whether s4 is widened to s8 once per k-tile, on its way into shared memory."""
+        return self.unpack in ("tile", "tile_scaled")
+
+    @property
+    def scaled(self):
+        """Whether s4 is widened to 16 x s8 (3 ALU instructions per 8 values, not 7):
+        the sums come out 256 x the s4 ones and are shifted back in the epilogue."""
+        return self.unpack in ("scaled", "tile_scaled")
 
     @property
     def shared_view(self):
         """The config as the warps see it: with unpack="tile" shared memory holds
         s8 tiles of the same shape, read by the int8 k32 warp routine; else self."""
-        if self.unpack != "tile":
+        if not self.widens_tile:
             return self
         if self.op == "wgmma":      # s8 stages in the swizzle, as TMA lands int8_wgmma's
             return self.replace(precision="int8", mma_k=32, unpack="none", copy="tma")
@@ -297,7 +309,7 @@ class KernelConfig:
 
     @property
     def stage_bytes(self):
-        if self.unpack == "tile":
+        if self.widens_tile:
             return self.shared_view.stage_bytes
         tiles = self.warps_m * self.warps_n if self.private_tiles else 1
         return tiles * (self.tile_bytes_a + self.tile_bytes_b)
@@ -476,11 +488,13 @@ class KernelConfig:
             err.append("f16 accumulation is the m16n8k16 mma")
         if self.linkage not in ("inline", "link"):
             err.append("linkage must be inline or link")
-        if self.unpack not in ("none", "register", "scaled", "tile"):
-            err.append("unpack must be none, register, scaled or tile")
+        if self.unpack not in ("none", "register", "scaled", "tile", "tile_scaled"):
+            err.append("unpack must be none, register, scaled, tile or tile_scaled")
+        if self.unpack == "tile_scaled" and self.op != "wgmma":
+            err.append("unpack=tile_scaled is the wgmma producer's widening")
         if self.unpack != "none" and (self.precision != "int4" or self.op not in ("mma", "wgmma")):
             err.append("unpack applies to int4 mma and wgmma kernels")
-        if self.unpack == "tile" and (self.b_layout != "nk" or self.evict != "none"):
+        if self.widens_tile and (self.b_layout != "nk" or self.evict != "none"):
             err.append("unpack=tile widens N x K tiles loaded by ld.global (b_layout=nk, evict=none)")
         for what, row_bytes, unit in (("A", self.bk_bytes, 16), ("B", self.b_tile_shape[1], self.b_copy_bytes)):
             if row_bytes % unit == 0 and self.copiers % (row_bytes // unit):
@@ -507,11 +521,11 @@ class KernelConfig:
                        f"{self.shared_view.bk_bytes} bytes in shared memory")
         if not self.shared_view.prec.wgmma or self.bn != 256:
             err.append(f"wgmma: routines for N = 256 with f16 or s8 operands, got bn={self.bn}, {self.precision}")
-        if self.copy != ("cp_async" if self.unpack == "tile" else "tma") or self.linkage != "inline" \
-                or self.unpack not in ("none", "tile"):
+        if self.copy != ("cp_async" if self.widens_tile else "tma") or self.linkage != "inline" \
+                or self.unpack not in ("none", "tile", "tile_scaled"):
             err.append("wgmma: its stages come by TMA (copy=tma), or for INT4 widened by the producer "
                        "warpgroup's own loads (unpack=tile, copy=cp_async); its routines inline")
-        if self.unpack == "tile" and (self.cluster != 1 or self.bk_bytes * 2 != SWIZZLE_BYTES):
+        if self.widens_tile and (self.cluster != 1 or self.bk_bytes * 2 != SWIZZLE_BYTES):
             err.append("wgmma unpack=tile: no cluster, a k-tile of 64 bytes of s4 (128 of s8)")
         if self.cluster not in (1, 2) or self.rows_b % (self.cluster * 8) or \
                 (self.b_layout == "kn" and self.b_tile_shape[1] // SWIZZLE_BYTES % self.cluster):

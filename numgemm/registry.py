@@ -105,10 +105,12 @@ def _families(preset):
         for prec, base in (("fp16", fp16), ("int8", int8)):
             families[prec][f"{prec}_wgmma"] = base.replace(**wgmma)
             families[prec][f"{prec}_wgmma_cl1"] = base.replace(**wgmma).replace(cluster=1)
-        # INT4: wgmma has no s4 form; the producer warpgroup loads the s4 tiles and
-        # widens them to s8 into the stages (64 bytes of s4 a row per k-tile), no cluster.
-        families["int4"]["int4_wgmma_unpack_s8"] = int4.replace(
-            **dict(wgmma, copy="cp_async", cluster=1), bk=128, stages=4, min_blocks=1, unpack="tile", reg_buffers=0)
+        # INT4: wgmma has no s4 form; the producer warpgroup loads the s4 tiles (64 bytes a
+        # row per k-tile) and widens them into the stages: to 16 x s8 (K <= 131071), or exactly.
+        int4_wgmma = int4.replace(**dict(wgmma, copy="cp_async", cluster=1), bk=128, stages=4, min_blocks=1,
+                                  unpack="tile_scaled", reg_buffers=0)
+        families["int4"]["int4_wgmma_unpack_s8"] = int4_wgmma
+        families["int4"]["int4_wgmma_unpack_s8_exact"] = int4_wgmma.replace(unpack="tile")
         families["int8"]["int8_ptx_mma_k32_m16"] = int8.replace(bk=512, stages=4, warps_n=4, warps_k=2, **skinny)
         families["int4"]["int4_ptx_unpack_s8_m16"] = int4.replace(bk=512, stages=4, unpack="scaled",
                                                                   warps_n=8, warps_k=1, **skinny)
@@ -172,14 +174,16 @@ def unknown(name, preset="tuned"):
 
 def default(precision, b_layout, preset="tuned", cc=None, m=None, k=None):
     """The kernel gemm() uses: per precision and B layout; for INT4 the one that
-    suits the GPU (widening to s8 where s4 mma is emulated: sm_90; exactly
-    where K is past the scaled widening's reach); for M <= 16 the small-M
+    suits the GPU (widening to s8 where s4 mma is emulated: sm_90, for wgmma
+    there; exactly where K is past the scaled widening's reach); for M <= 16 the small-M
     tiling where there is one; on sm_90 the precision's wgmma kernel, else the
     mma kernel's copy="tma" twin, where there is one."""
     if precision == "int4" and b_layout == "nk" and cc is not None:
         name = "int4_ptx_mma_k64" if has_native_s4_mma(cc) else "int4_ptx_unpack_s8"
-        if k is not None and name == "int4_ptx_unpack_s8" and k > REGISTRY[preset][name].max_k:
-            return REGISTRY[preset]["int4_ptx_unpack_s8_exact"]
+        if tuple(cc) >= (9, 0) and "int4_wgmma_unpack_s8" in REGISTRY[preset] and (m is None or m > 16):
+            name = "int4_wgmma_unpack_s8"       # sm_90a: widened by the producer, then wgmma
+        if k is not None and REGISTRY[preset][name].max_k is not None and k > REGISTRY[preset][name].max_k:
+            return REGISTRY[preset][f"{name}_exact"]
     else:
         name = {"fp16": "fp16_ptx_mma", "int8": "int8_ptx_mma_k32", "int4": "int4_ptx_mma_k64"}[precision]
     if m is not None and m <= 16 and f"{name}_m16" in REGISTRY[preset]:
@@ -188,9 +192,9 @@ def default(precision, b_layout, preset="tuned", cc=None, m=None, k=None):
             and REGISTRY[preset][f"{precision}_wgmma"].b_layout == b_layout:
         name = f"{precision}_wgmma"         # sm_90a: the warpgroup's instruction (docs/findings.md)
     cfg = REGISTRY[preset][name]
-    if cc is not None:          # the same kernel copying with TMA, where registered and this GPU has it
+    if cc is not None and cfg.op == "mma":      # the same kernel copying with TMA, where registered and this GPU has it
         cfg = next((c for c in REGISTRY[preset].values()
-                    if c.copy == "tma" and c.op == cfg.op and c.unsupported(cc) is None
+                    if c.copy == "tma" and c.op == "mma" and c.unsupported(cc) is None
                     and c.replace(copy=cfg.copy, swizzle=cfg.swizzle) == cfg), cfg)
     if cfg.b_layout == b_layout:
         return cfg
@@ -204,8 +208,10 @@ def default(precision, b_layout, preset="tuned", cc=None, m=None, k=None):
 def describe_default(precision, cc, preset="tuned"):
     """One line saying which INT4 kernel suits this GPU, and why."""
     cfg = default(precision, "nk", preset, cc)
+    where = "by the producer warpgroup on its way into shared memory, for wgmma" if cfg.op == "wgmma" \
+        else "in registers"
     why = ("s4 mma.sync is native here" if has_native_s4_mma(cc) else
-           "s4 mma.sync is emulated here, so s4 is widened to s8 in registers "
+           f"s4 mma.sync is emulated here, so s4 is widened to s8 {where} "
            f"(to 16 x s8 for K <= {cfg.max_k}, exactly beyond)")
     name = next(n for n, c in REGISTRY[preset].items() if c is cfg)
     return f"{precision} default on sm_{cc[0]}{cc[1]}: {name} ({why})"

@@ -214,6 +214,7 @@ def test_tma_operands_of_every_shape(name, rng):
 @pytest.mark.parametrize("name,fields", [("fp16_wgmma", dict(cluster=2)), ("fp16_wgmma", dict(persistent=True)),
                                          ("int8_wgmma", dict(cluster=2, persistent=True)),
                                          ("int4_wgmma_unpack_s8", dict(persistent=False)),
+                                         ("int4_wgmma_unpack_s8_exact", {}),
                                          ("fp16_wgmma", dict(b_layout="nk", cluster=2, persistent=True))])
 def test_wgmma_clusters_and_persistent_tiles(name, fields, rng):
     """A cluster pairs tile rows (an odd count leaves a CTA past M, which must
@@ -275,7 +276,8 @@ def test_int4_default_suits_the_gpu(rng):
 
 
 @pytest.mark.gpu
-def test_scaled_widening_is_exact_to_its_k_limit(rng):
+@pytest.mark.parametrize("name", ["int4_ptx_unpack_s8", "int4_wgmma_unpack_s8"])
+def test_scaled_widening_is_exact_to_its_k_limit(name, rng):
     """The scaled widening sums 256 x each product: exact up to max_k, where a
     row of -8 against a row of -8 brings the sum to the edge of s32; past it,
     gemm() refuses the kernel rather than wrap."""
@@ -283,7 +285,8 @@ def test_scaled_widening_is_exact_to_its_k_limit(rng):
 
     import numgemm
 
-    cfg = registry.get("int4_ptx_unpack_s8")
+    cfg = registry.get(name)
+    skip_unless_it_runs_here(cfg)
     K = cfg.max_k
     a = np.full((16, K), -8)
     bt = rng.integers(-8, 8, (24, K))
@@ -291,8 +294,8 @@ def test_scaled_widening_is_exact_to_its_k_limit(rng):
     ref = a @ bt.T
     assert ref[0, 0] * 256 == 2**31 - 1 - (2**31 - 1) % (256 * 64)       # the largest sum there is
     out = cuda.to_device(np.full((16, 24), -(2**31), np.int32))
-    numgemm.gemm(pack_int4(a), pack_int4(bt).T, precision="int4", kernel="int4_ptx_unpack_s8", out=out, k=K)
+    numgemm.gemm(pack_int4(a), pack_int4(bt).T, precision="int4", kernel=name, out=out, k=K)
     np.testing.assert_array_equal(out.copy_to_host().astype(np.int64), ref)
     with pytest.raises(ValueError, match="exact for K <="):
         wide = np.full((16, K + 1), -8)
-        numgemm.gemm(pack_int4(wide), pack_int4(wide).T, precision="int4", kernel="int4_ptx_unpack_s8")
+        numgemm.gemm(pack_int4(wide), pack_int4(wide).T, precision="int4", kernel=name)

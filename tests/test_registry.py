@@ -65,8 +65,8 @@ def test_default_kernel_per_layout():
 
 def test_int4_default_widens_scaled_within_its_k_reach():
     scaled = registry.default("int4", "nk", cc=(9, 0), k=4096)
-    assert scaled.unpack == "scaled"
-    assert registry.default("int4", "nk", cc=(9, 0), k=scaled.max_k + 1).unpack == "register"
+    assert scaled is registry.get("int4_wgmma_unpack_s8") and scaled.scaled
+    assert registry.default("int4", "nk", cc=(9, 0), k=scaled.max_k + 1) is registry.get("int4_wgmma_unpack_s8_exact")
     assert registry.default("int4", "nk", cc=(8, 9), k=1 << 20).unpack == "none"
     small_m = registry.default("int4", "nk", cc=(9, 0), m=16, k=8192)
     assert small_m is registry.get("int4_ptx_unpack_s8_m16") and small_m.bm == 16
@@ -75,15 +75,11 @@ def test_int4_default_widens_scaled_within_its_k_reach():
 
 
 def test_hopper_default_copies_with_tma():
-    """On sm_90 gemm() takes the precision's wgmma kernel (FP16, INT8), else
-    the registered copy="tma" twin of its kernel (INT4); elsewhere, and for
+    """On sm_90 gemm() takes the precision's wgmma kernel; elsewhere, and for
     the small-M kernels, the cp.async one."""
-    tuned = registry.REGISTRY["tuned"].values()
-    for precision, layout in (("fp16", "kn"), ("int8", "nk")):
-        assert registry.default(precision, layout, cc=(9, 0), k=4096) is registry.get(f"{precision}_wgmma")
-    hopper = registry.default("int4", "nk", cc=(9, 0), k=4096)
-    twin = hopper.replace(copy="cp_async")             # swizzled as TMA's tiles are, or padded
-    assert hopper.copy == "tma" and (twin in tuned or twin.replace(swizzle=False) in tuned)
+    for precision, layout, name in (("fp16", "kn", "fp16_wgmma"), ("int8", "nk", "int8_wgmma"),
+                                    ("int4", "nk", "int4_wgmma_unpack_s8")):
+        assert registry.default(precision, layout, cc=(9, 0), k=4096) is registry.get(name)
     assert registry.default("int8", "nk", cc=(8, 9)).copy == "cp_async"
     assert registry.default("int8", "nk", cc=(9, 0), m=16).copy == "cp_async"
     assert registry.default("int8", "nk", "paper", cc=(9, 0)).copy == "cp_async"

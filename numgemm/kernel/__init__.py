@@ -69,12 +69,13 @@ def kernel_function(cfg):
     """The Python function of cfg's kernel, ready for cuda.jit or an offline build."""
     if cfg.op == "dp4a":
         return dp4a.kernel_function(cfg)
-    # Shared memory and the warps see cfg.shared_view: cfg itself, or (unpack="tile") its s8 tiles.
+    # Shared memory and the warps see cfg.shared_view: cfg itself, or (widened once per k-tile) its
+    # s8 tiles; each warp routine reads that view.
     copy = cfg.copy
-    if cfg.unpack == "tile" and cfg.copy == "cp_async":     # s4 widened on its way in
+    if cfg.widens_tile and cfg.copy == "cp_async":     # s4 widened on its way in
         copy = "widen_ring" if cfg.producer_threads else "widen"
     frame = skeleton_ws if cfg.producer_threads else skeleton
-    return frame.kernel_function(cfg, WARP_ROUTINES[cfg.op](cfg.shared_view), COPY_ROUTINES[copy](cfg))
+    return frame.kernel_function(cfg, WARP_ROUTINES[cfg.op](cfg), COPY_ROUTINES[copy](cfg))
 
 
 def _options(cfg):

@@ -72,7 +72,8 @@ def _land(cfg, rows, row_bytes, pitch, unit, reg0):
     swizzled, chunk 2c lands at dst and chunk 2c + 1 at dst ^ 16 (the XOR
     flips the low chunk bit alike for both)."""
     ptx = P.routines(cfg.linkage)
-    st, widen, get4 = ptx.st_shared_v4, ptx.unpack_s4_s8, getter(4)
+    st, get4 = ptx.st_shared_v4, getter(4)
+    widen = ptx.unpack_s4_s8x16 if cfg.scaled else ptx.unpack_s4_s8
     passes, step, ragged = copy_threads.pass_count(cfg, rows, row_bytes, unit)
 
     def land(rows_in_tile, dst, regs):

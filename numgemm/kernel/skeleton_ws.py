@@ -45,7 +45,7 @@ def kernel_function(cfg, warp_rt, copy_rt):
     # TMA: one thread issues each stage's copies, and the producer gives its
     # registers to the consumers. Widening (unpack="tile"): all 128 load and
     # widen, and keep theirs for the loads in flight.
-    widen = cfg.unpack == "tile"
+    widen = cfg.widens_tile
 
     def produce(cs, g, off, kt, ktiles):
         """Widening: k-tile kt from its registers into the stage at off (once

@@ -32,7 +32,9 @@ from .seams import WarpRoutine
 
 
 def routine(cfg):
-    """cfg's mma warp routine: WarpRoutine(init, frags, load, compute, store)."""
+    """cfg's mma warp routine: WarpRoutine(init, frags, load, compute, store),
+    reading the stages as cfg.shared_view holds them."""
+    cfg, scaled = cfg.shared_view, cfg.scaled
     mi, nj, na, nb, nc = _counts(cfg)
     n_fa, n_fb = mi * na, nj * nb
     mma_tile = _mma_tile(cfg)
@@ -44,7 +46,7 @@ def routine(cfg):
                 mma_tile(acc, (i * nj + j) * nc, fa, buf * n_fa + i * na, fb, buf * n_fb + j * nb)
 
     return WarpRoutine(zeroed(mi * nj * nc, ACC[cfg.acc]), fragments(n_fa * cfg.reg_buffers, n_fb * cfg.reg_buffers),
-                       _loader(cfg), device(compute), _store(cfg))
+                       _loader(cfg), device(compute), _store(cfg, scaled))
 
 
 def _counts(cfg):
@@ -247,7 +249,7 @@ def _packed_word(cfg):
 
 # --- the epilogue ------------------------------------------------------------------------
 
-def _store(cfg):
+def _store(cfg, scaled):
     """store(acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned): accumulators
     straight from registers to C: in a block tile wholly inside a 32-byte
     aligned C, one store per accumulator pair, from a row address computed
@@ -260,7 +262,7 @@ def _store(cfg):
     # Scaled widening: 16 x 16 per product, so the sums are 256 x the s4 ones.
     # Written out: a shift inside the store's loops stops LLVM unrolling them.
     descale = generated("descale", "acc", [f"acc[{e}] = sar8(acc[{e}])" for e in range(mi * nj * nc)]
-                        if cfg.unpack == "scaled" else ["pass"], {"sar8": sar8})
+                        if scaled else ["pass"], {"sar8": sar8})
 
     def store(acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned):
         descale(acc)

@@ -23,7 +23,10 @@ _SBO = 8 * SWIZZLE_BYTES        # the swizzle's 8-row period: one group of rows 
 
 
 def routine(cfg):
-    """cfg's wgmma warp routine: WarpRoutine(init, None, None, compute, store)."""
+    """cfg's wgmma warp routine: WarpRoutine(init, None, None, compute, store),
+    reading the stages as cfg.shared_view holds them (INT4: widened to s8;
+    scaled, the epilogue shifts the sums back)."""
+    cfg, scaled = cfg.shared_view, cfg.scaled
     ptx = P.routines("inline")
     kn = cfg.b_layout == "kn"
     mma = getattr(ptx, cfg.prec.wgmma + ("_tb" if kn else ""))
@@ -45,7 +48,7 @@ def routine(cfg):
     compute = generated("compute", "acc, a_tile, b_tile", lines,
                         {"fence": ptx.wgmma_fence, "commit": ptx.wgmma_commit, "desc": desc, "mma": mma,
                          "u32": u32, "u64": u64, "sbo": _SBO, "b_lbo": b_lbo})
-    return WarpRoutine(zeroed(n_acc, ACC[cfg.acc]), None, None, compute, _store(cfg))
+    return WarpRoutine(zeroed(n_acc, ACC[cfg.acc]), None, None, compute, _store(cfg, scaled))
 
 
 #: The end of a consumer's k loop: wait_1 lets the newest k-tile's wgmmas run

@@ -3,13 +3,14 @@
     python scripts/readme_table.py results/2026-11-30-h200-swizzle/tuned.json
     python scripts/readme_table.py --check      # exit 1 if the README's table differs
 
-The table is never typed by hand: it is the bench's own rows at the JSON's
-largest size, with the device, date and source file it came from.
+The table is never typed by hand: it is the bench's instruction ladder
+(the fastest WMMA, mma.sync and wgmma kernels and the library, per
+precision) at the JSON's largest size, with the device, date and source
+file it came from.
 """
 
 import argparse
 import json
-import math
 import re
 import sys
 from pathlib import Path
@@ -20,17 +21,17 @@ BEGIN, END = "<!-- results-table -->", "<!-- /results-table -->"
 
 
 def table(path):
+    """The JSON's instruction ladder (numgemm.bench.ladder) at its largest size."""
+    from numgemm.bench import Row, ladder
+
     data = json.loads((ROOT / path).read_text())
     n = max(r["n"] for r in data["rows"] if isinstance(r["n"], int))
-    f = lambda x, fmt: "" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)  # noqa: E731
-    lines = [f"{data['device']}, {data['date']}, N = {n}, batch {data['batch']} (`{path}`):", "",
-             "| kernel | time ms | T(FL)OPS | % mma ceil | x WMMA | x library |",
-             "|---|---|---|---|---|---|"]
-    for r in data["rows"]:
-        if r["n"] == n and r["status"] == "ok":
-            lines.append(f"| {r['kernel']} | {f(r['ms'], '.3f')} | {f(r['tops'], '.1f')} | "
-                         f"{f(r['ceiling_pct'], '.1f')} | {f(r['vs_wmma'], '.2f')} | {f(r['vs_library'], '.2f')} |")
-    return "\n".join(lines)
+    rows = [Row(**r) for r in data["rows"] if r["n"] == n]
+    head = f"{data['device']}, {data['date']}, N = {n}, batch {data['batch']} (`{path}`):"
+    body = ladder(rows, data["ceilings"]).splitlines()
+    # Drop the N column: one size.
+    cells = [line.split("|") for line in body]
+    return "\n".join([head, ""] + ["|".join(c[:2] + c[3:]) for c in cells])
 
 
 def source(text):

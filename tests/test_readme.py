@@ -7,6 +7,7 @@ import pytest
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 EXAMPLE = next(b for b in re.findall(r"```python\n(.*?)```", README, re.S) if "def tile" in b)
+WG_EXAMPLE = next(b for b in re.findall(r"```python\n(.*?)```", README, re.S) if "def wg_tile" in b)
 
 
 def test_example_kernel_builds_for_sm89():
@@ -24,6 +25,29 @@ def test_example_kernel_builds_for_sm89():
 def test_example_runs(capsys):
     exec(EXAMPLE, {})
     assert "ok: one warp" in capsys.readouterr().out
+
+
+def test_wgmma_example_builds_for_sm90a():
+    """The one-warpgroup example: four chained IGMMA on the tied accumulators,
+    nothing spilled, nothing called."""
+    from numba import int8, int32
+
+    from numgemm.inspect import build
+
+    scope = {}
+    exec(WG_EXAMPLE.split("rng = ")[0].replace("@cuda.jit\n", ""), scope)
+    b = build(scope["wg_tile"], (int8[:, ::1], int8[:, ::1], int32[:, ::1]), "sm_90a")
+    assert b.count("IGMMA.64x256x32.S8.S8") == 4 and b.calls == 0 and b.local_bytes == 0
+
+
+@pytest.mark.gpu
+def test_wgmma_example_runs(capsys):
+    from numba import cuda
+
+    if cuda.get_current_device().compute_capability < (9, 0):
+        pytest.skip("wgmma needs sm_90a")
+    exec(WG_EXAMPLE, {})
+    assert "ok: one warpgroup" in capsys.readouterr().out
 
 
 def test_results_table_is_the_bench_json():

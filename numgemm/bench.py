@@ -104,22 +104,31 @@ def measure_ceilings():
             res[cuda.grid(1)] = s
 
         res = cuda.device_array(blocks * 256, acc_t)
-        kernel[blocks, 256](res, 16)                       # compile, warm up
-        iters = 256
-        while True:
-            start, end = cuda.event(), cuda.event()
-            start.record()
-            kernel[blocks, 256](res, iters)
-            end.record()
-            end.synchronize()
-            ms = cuda.event_elapsed_time(start, end)
-            if ms > 20 or iters > 1 << 20:
-                break
-            iters *= 4
+        ms, iters = _timed_loop(lambda n: kernel[blocks, 256](res, n))
         out[name] = 2 * 16 * 8 * k * 8 * iters * blocks * 8 / (ms * 1e-3) / 1e12
     if tuple(dev.compute_capability) >= (9, 0):
         out.update(measure_wgmma_ceilings())
     return out
+
+
+def _timed_loop(launch):
+    """(ms, iterations) of a ceiling loop: launch(16) compiles and warms up, then
+    launch(n) is timed with CUDA events, n growing 4x from 256 until a launch
+    takes over 20 ms."""
+    from numba import cuda
+
+    launch(16)
+    iters = 256
+    while True:
+        start, end = cuda.event(), cuda.event()
+        start.record()
+        launch(iters)
+        end.record()
+        end.synchronize()
+        ms = cuda.event_elapsed_time(start, end)
+        if ms > 20 or iters > 1 << 20:
+            return ms, iters
+        iters *= 4
 
 
 def measure_wgmma_ceilings():
@@ -161,18 +170,7 @@ def measure_wgmma_ceilings():
             res[cuda.grid(1)] = s
 
         res = cuda.device_array(blocks * threads, acc_t)
-        kernel[blocks, threads](res, 16)
-        iters = 256
-        while True:
-            start, end = cuda.event(), cuda.event()
-            start.record()
-            kernel[blocks, threads](res, iters)
-            end.record()
-            end.synchronize()
-            ms = cuda.event_elapsed_time(start, end)
-            if ms > 20 or iters > 1 << 20:
-                break
-            iters *= 4
+        ms, iters = _timed_loop(lambda n: kernel[blocks, threads](res, n))
         m, n, k = cfg.op_shape
         out[prec.wgmma] = 2 * m * n * k * cfg.ksteps * iters * blocks * (threads // 128) / (ms * 1e-3) / 1e12
     return out

@@ -33,9 +33,16 @@ def _load_one(cfg, unit, reg0):
 
 
 def _land(cfg, rows, row_bytes, pitch, unit, reg0):
+    """land(rows_in_tile, dst, regs): a tile's s4 pieces widened into its s8
+    rows (16 x s8 where cfg.scaled). A piece's 32 bytes are its row's chunks
+    2c and 2c + 1: side by side in padded rows; in the 128-byte swizzle (the
+    wgmma stages) chunk 2c lands at dst and 2c + 1 at dst ^ 16, since the
+    XOR flips the low chunk bit alike for both."""
     ptx = P.routines(cfg.linkage)
-    st, widen, get4 = ptx.st_shared_v4, ptx.unpack_s4_s8, getter(4)
+    st, get4 = ptx.st_shared_v4, getter(4)
+    widen = ptx.unpack_s4_s8x16 if cfg.scaled else ptx.unpack_s4_s8
     passes, step, ragged = copy_threads.pass_count(cfg, rows, row_bytes, unit)
+    swizzled = cfg.shared_view.swizzle
 
     def land(rows_in_tile, dst, regs):
         # Each word's eight s4 become (e0 e2 e4 e6) (e1 e3 e5 e7): A and B rows
@@ -44,6 +51,7 @@ def _land(cfg, rows, row_bytes, pitch, unit, reg0):
             if not ragged or i * step < rows_in_tile:
                 w = get4(regs, reg0 + 4 * i)
                 x0, x1, x2, x3 = widen(w[0]), widen(w[1]), widen(w[2]), widen(w[3])
-                st(dst + i * step * pitch, (x0[0], x0[1], x1[0], x1[1]))
-                st(dst + i * step * pitch + 16, (x2[0], x2[1], x3[0], x3[1]))
+                at = dst + i * step * pitch
+                st(at, (x0[0], x0[1], x1[0], x1[1]))
+                st(at ^ 16 if swizzled else at + 16, (x2[0], x2[1], x3[0], x3[1]))
     return device(land)

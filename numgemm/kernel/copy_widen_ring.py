@@ -21,8 +21,8 @@ from numba import cuda
 
 from .. import primitives as P
 from . import copy_threads, copy_tma
-from .copy_widen import _load_one, _registers
-from .regs import device, getter, inlined, u32
+from .copy_widen import _land, _load_one, _registers
+from .regs import device, inlined, u32
 
 Block = namedtuple("Block", "bars policy")
 State = namedtuple("State", "bars copies")
@@ -65,23 +65,3 @@ def routine(cfg):
     return threads._replace(start=device(start), setup=inlined(setup), stage=device(stage), land=device(land),
                             wait=wait, acquire=acquire, release=release)
 
-
-def _land(cfg, rows, row_bytes, pitch, unit, reg0):
-    """land(rows_in_tile, dst, regs): a tile's s4 pieces widened into its
-    swizzled s8 rows. A piece's 32 bytes are chunks 2c and 2c + 1 of its row:
-    swizzled, chunk 2c lands at dst and chunk 2c + 1 at dst ^ 16 (the XOR
-    flips the low chunk bit alike for both)."""
-    ptx = P.routines(cfg.linkage)
-    st, get4 = ptx.st_shared_v4, getter(4)
-    widen = ptx.unpack_s4_s8x16 if cfg.scaled else ptx.unpack_s4_s8
-    passes, step, ragged = copy_threads.pass_count(cfg, rows, row_bytes, unit)
-
-    def land(rows_in_tile, dst, regs):
-        for i in range(passes):
-            if not ragged or i * step < rows_in_tile:
-                w = get4(regs, reg0 + 4 * i)
-                x0, x1, x2, x3 = widen(w[0]), widen(w[1]), widen(w[2]), widen(w[3])
-                at = dst + i * step * pitch
-                st(at, (x0[0], x0[1], x1[0], x1[1]))
-                st(at ^ 16, (x2[0], x2[1], x3[0], x3[1]))
-    return device(land)

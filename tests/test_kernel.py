@@ -27,7 +27,7 @@ def test_sass(preset, name, target):
     if not calls_expected:
         assert b.calls == 0, f"{cfg.name} on {target} calls a function"
     if cfg.op == "wgmma":            # the ring's stages, the accumulators never leaving the wgmmas' registers
-        if cfg.unpack == "tile":     # the producer's loads, widened into the stages
+        if cfg.widens_tile:          # the producer's loads, widened into the stages
             assert b.count("LDG.E.128") >= 1 and b.count("STS.128") >= 1 and b.count("FENCE.VIEW.ASYNC.S") >= 1
         else:                        # TMA, and the producer's registers given to the consumers
             assert b.count("UTMALDG.3D") >= 2 and b.count("USETMAXREG.DEALLOC") == 1

@@ -11,6 +11,7 @@ INT4 operands are packed two per byte along K (numgemm.pack_int4): A as
 (N, ceil(K/2)) array.
 """
 
+import collections
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,12 +39,111 @@ def gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, k=None,
     shape (batch, M, N) / (M, N). k: the true K of INT4 operands when it is odd.
     Returns out (or a new device array; a NumPy array when a and b are NumPy).
     """
+    key = _launch_key(a, b, out, precision, kernel, preset, k, stream)
+    launch = _LAUNCHES.get(key) if key is not None else None
+    if launch is not None:                      # the same call as before: only the launch
+        _LAUNCHES.move_to_end(key)
+        launch()
+        return out
     shape = _checked(a, b, precision, kernel, preset, k)
     if 0 in shape.mnk:                          # as NumPy answers: empty, or zeros for K = 0
         return _empty_product(a, b, shape, out)
     plan = _plan(a, b, shape, preset, out, stream)
     plan.launch()
+    if key is not None and plan.in_place:
+        _LAUNCHES[key] = plan.prepared
+        if len(_LAUNCHES) > _LAUNCHES_MAX:
+            _LAUNCHES.popitem(last=False)
     return plan.result()
+
+
+class _Launch:
+    """One kernel launch prepared for the driver: its arguments packed once
+    as the kernel's parameter array (numba-cuda's layout: an array is
+    meminfo, parent, size, itemsize, data, shape, strides; a scalar its
+    ctypes value), its grid, block, dynamic shared memory, stream and (a
+    cluster kernel) cluster dimensions in one CUlaunchConfig; calling it is
+    one cuLaunchKernelEx. It holds raw values only, no array."""
+
+    def __init__(self, handle, grid, cfg, stream, args):
+        import ctypes
+
+        from cuda.bindings import driver as drv
+
+        self._drv = drv
+        self._values = [ctypes.c_int64(v) if isinstance(v, int) else v for v in args]
+        self._params = (ctypes.c_void_p * len(self._values))(*map(ctypes.addressof, self._values))
+        c = drv.CUlaunchConfig()
+        c.gridDimX, c.gridDimY, c.gridDimZ = grid          # in blocks, clusters or not
+        c.blockDimX, c.blockDimY, c.blockDimZ = cfg.threads, 1, 1
+        c.sharedMemBytes = cfg.smem_bytes
+        c.hStream = drv.CUstream(stream)
+        if cfg.cluster > 1:
+            attr = drv.CUlaunchAttribute()
+            attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+            attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cfg.cluster, 1, 1
+            c.attrs, c.numAttrs = [attr], 1
+        self._call = (c, drv.CUfunction(int(handle)), ctypes.addressof(self._params), 0)
+        self.name = cfg.name
+
+    def __call__(self):
+        err, = self._drv.cuLaunchKernelEx(*self._call)
+        if err != self._drv.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(f"launching {self.name} failed: {err.name}")
+
+
+#: Prepared launches of recent gemm(..., out=...) calls on device arrays, most
+#: recent last: a repeated call costs its key and the driver's launch. Each
+#: holds the launch's raw arguments (pointers, sizes, strides, the kernel),
+#: no array: memory freed and allocated again at the same address with the
+#: same shape is a new array to the kernel, which reads whatever lies there
+#: when it runs. Calls that copy an operand first (NumPy inputs, INT8 rows
+#: padded to 16 bytes) or allocate their output are not kept.
+_LAUNCHES = collections.OrderedDict()
+_LAUNCHES_MAX = 64
+
+
+def _launch_key(a, b, out, precision, kernel, preset, k, stream):
+    """Everything a prepared launch depends on, or None where the call cannot
+    reuse one (no out, a host array, a stream object): the operands' and the
+    output's pointers, shapes, strides and dtypes, the current device, and the
+    other arguments."""
+    if out is None or type(stream) is not int or not isinstance(kernel, (str, KernelConfig, type(None))):
+        return None
+    keys = (_array_key(a), _array_key(b), _array_key(out))
+    if None in keys:
+        return None
+    ctx = _current_device()
+    if not ctx:                                 # no context yet: the first call makes one
+        return None
+    key = (*keys, precision, kernel, preset, k, stream, ctx)
+    try:
+        hash(key)
+    except TypeError:                           # an argument the checks will refuse
+        return None
+    return key
+
+
+def _array_key(x):
+    """(kind, pointer, shape, strides, dtype) of a device array, read the cheap
+    way its library offers, or None for anything else."""
+    if isinstance(x, DeviceNDArray):
+        return "numba", x.device_ctypes_pointer.value, x.shape, x.strides, x.dtype.str
+    if type(x).__module__ == "torch" and x.is_cuda:
+        return "torch", x.data_ptr(), tuple(x.shape), x.stride(), x.dtype, x.device.index
+    data = getattr(x, "data", None)
+    if type(x).__module__.startswith("cupy") and hasattr(data, "ptr"):
+        return "cupy", data.ptr, x.shape, x.strides, x.dtype.str, x.device.id
+    return None
+
+
+def _current_device():
+    """The current CUDA context, asked of the driver (numba-cuda's
+    current_context() costs several microseconds a call)."""
+    from cuda.bindings import driver as drv
+
+    err, ctx = drv.cuCtxGetCurrent()
+    return int(ctx)
 
 
 @dataclass
@@ -58,9 +158,9 @@ class GemmPlan:
     out: object
     host_out: bool
     stream: object
+    in_place: bool = False          # repeatable by its raw arguments alone (see _LAUNCHES)
 
     def __post_init__(self):
-        from cuda.core import LaunchConfig
         from numba.cuda.cudadrv import driver
 
         from .kernel import (  # the builder loads on the first plan
@@ -68,18 +168,14 @@ class GemmPlan:
             launch_args,
         )
 
-        self.stream = driver._to_core_stream(self.stream)       # what cuda.core's launch takes
+        self.stream = driver._to_core_stream(self.stream)
         self.cufunc = device_function(self.cfg, cuda.get_current_device().id)   # the kernel cache's
         _allow_dynamic_shared(self.cufunc, self.cfg.smem_bytes)
-        self._kernelargs = launch_args(self.cfg, self.args)
-        # With clusters, cuda.core counts grid.x in clusters.
-        cl = self.cfg.cluster
-        self._config = LaunchConfig(grid=(self.grid[0] // cl, *self.grid[1:]), block=(self.cfg.threads, 1, 1),
-                                    shmem_size=self.cfg.smem_bytes, **({"cluster": (cl, 1, 1)} if cl > 1 else {}))
+        self.prepared = _Launch(self.cufunc.handle, self.grid, self.cfg, int(self.stream.handle),
+                                launch_args(self.cfg, self.args))
 
     def launch(self):
-        from cuda.core import launch
-        launch(self.stream, self._config, self.cufunc.kernel, *self._kernelargs)
+        self.prepared()
 
     def result(self):
         return self.out.copy_to_host() if self.host_out else self.out
@@ -185,8 +281,9 @@ def _plan(a, b, shape, preset, out, stream):
     if why:
         raise NotOnThisGPU(why)
     # The kernel reads rows as whole, aligned 16-byte copies.
-    A = _bytes(_aligned_rows(a3))
-    B = _bytes(_aligned_rows(b3 if layout == "kn" else transposed(b3)))
+    a_rows, b_rows = _aligned_rows(a3), _aligned_rows(b3 if layout == "kn" else transposed(b3))
+    copied = a_rows is not a3 or b_rows.device_ctypes_pointer.value != b3.device_ctypes_pointer.value
+    A, B = _bytes(a_rows), _bytes(b_rows)
     KB = A.shape[2]
     if cfg.op == "dp4a":                       # reads 32-bit words: 4 int8 each
         A, B = (_view(x, (x.shape[0], x.shape[1], x.shape[2] // 4), (*x.strides[:2], 4), np.uint32)
@@ -200,8 +297,9 @@ def _plan(a, b, shape, preset, out, stream):
     tiles = cfg.grid_blocks(M, N, cuda.get_current_device().MULTIPROCESSOR_COUNT)
     k_rows = B.shape[1] if layout == "kn" else K
     maps = tensormap.device_maps(A, B, cfg) if cfg.copy == "tma" else 0
+    # in_place: the operands used where they lie and the output the caller's.
     return GemmPlan(cfg, (A, B, C, M, N, k_rows, KB, B.shape[2], c_aligned, maps), (tiles, 1, batch),
-                    result, host_out, stream)
+                    result, host_out, stream, in_place=not host and not copied and out is not None)
 
 
 # --- validation and views -------------------------------------------------------

@@ -52,7 +52,8 @@ class Row:
     vs_library: float = math.nan
     vs_base: float = math.nan        # over the family's base (--family)
     compile_s: float = math.nan
-    host_us: float = math.nan
+    host_us: float = math.nan         # gemm(..., out=) on device arrays, repeated: the host's part
+    launch_us: float = math.nan       # plan.launch() alone
     sm_mhz: float = math.nan         # SM clock and board power while the timed launches run
     power_w: float = math.nan
     flags: str = ""                  # "above the mma.sync ceiling", "grows faster than work"
@@ -328,7 +329,6 @@ def _check(precision, chosen, cc, rng):
     from numba import cuda
 
     from .api import plan_gemm
-    from .timing import time_host
 
     batch, M, N, K = CHECK_SHAPE
     a, b = operands.values(precision, batch, M, N, K, rng)
@@ -339,26 +339,25 @@ def _check(precision, chosen, cc, rng):
         why = cfg.unsupported(cc)
         if why:
             log(f"  {kname}: not launched: {why}")
-            checked[preset, kname] = ("n/a", math.nan, math.nan)
+            checked[preset, kname] = ("n/a", math.nan)
             continue
         if cfg.b_layout not in dev_ops:
             dev_ops[cfg.b_layout] = operands.to_device(precision, cfg.b_layout, a, b)
         da, db = dev_ops[cfg.b_layout]
         out = operands.poisoned(precision, (batch, M, N), cfg.acc)
         t0 = time.perf_counter()
-        compile_s = host_us = math.nan
+        compile_s = math.nan
         try:
             plan = plan_gemm(da, db, precision=precision, kernel=cfg, out=out, k=K)
             compile_s = time.perf_counter() - t0
             plan.launch()
             cuda.synchronize()
             why = operands.mismatch(out.copy_to_host(), ref, precision, cfg.acc)
-            host_us = time_host(lambda: plan_gemm(da, db, precision=precision, kernel=cfg, out=out, k=K).launch())
         except Exception as e:  # noqa: BLE001 - a failing kernel is reported, not fatal
             why = f"{type(e).__name__}: {e}"
         if why:
             log(f"  {kname}: FAIL against the reference: {why}")
-        checked[preset, kname] = ("FAIL" if why else "ok", compile_s, host_us)
+        checked[preset, kname] = ("FAIL" if why else "ok", compile_s)
     return checked
 
 
@@ -367,9 +366,9 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
     when they fit in L2) and its output sampled, then the library peers."""
     from numba import cuda
 
-    from .api import plan_gemm
+    from .api import gemm, plan_gemm
     from .peers import peer_runs
-    from .timing import gpu_state, l2_flusher, time_gpu
+    from .timing import gpu_state, l2_flusher, time_gpu, time_host
 
     (M, N, K), batch, rows = shape, args.batch, []
     between = l2_flusher() if args.cold_l2 else None
@@ -381,8 +380,8 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
     a, b = host_sets[0]
     dev_sets = {}
     for preset, kname, cfg in chosen:
-        status, compile_s, host_us = checked[preset, kname]
-        row = Row(precision, label, preset, kname, cfg.name, status, compile_s=compile_s, host_us=host_us)
+        status, compile_s = checked[preset, kname]
+        row = Row(precision, label, preset, kname, cfg.name, status, compile_s=compile_s)
         rows.append(row)
         if row.status != "ok":
             continue
@@ -392,6 +391,10 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
         outs = [operands.poisoned(precision, (batch, M, N), cfg.acc) for _ in host_sets]
         plans = [plan_gemm(x, y, precision=precision, kernel=cfg, out=o, k=K)
                  for (x, y), o in zip(dev_sets[cfg.b_layout], outs)]
+        # What a call costs the host: gemm() again on the same arrays, and the launch alone.
+        x0, y0 = dev_sets[cfg.b_layout][0]
+        row.host_us = time_host(lambda: gemm(x0, y0, precision=precision, kernel=cfg, out=outs[0], k=K))
+        row.launch_us = time_host(plans[0].launch)
         state = {}
         ms, _ = time_gpu(lambda i: plans[i % sets].launch(), repeats=args.repeats, between=between,
                          during=lambda: state.update(gpu_state(cuda.get_current_device().id)))
@@ -470,7 +473,7 @@ def _flag(rows):
 
 
 HEADERS = ["precision", "N", "preset", "kernel", "status", "time ms", "T(FL)OPS", "% ceil",
-           "x WMMA", "x fp16_wmma", "x library", "compile s", "host us", "SM MHz", "W", "flags"]
+           "x WMMA", "x fp16_wmma", "x library", "compile s", "host us", "launch us", "SM MHz", "W", "flags"]
 
 
 def ladder(rows, ceilings):
@@ -520,7 +523,8 @@ def table(rows):
     body = [[r.precision, r.n, r.preset, r.kernel, r.status, f(r.ms, ".3f"), f(r.tops, ".1f"),
              f(r.ceiling_pct, ".1f")] + ([f(r.vs_base, ".2f")] if family else []) +
             [f(r.vs_wmma, ".2f"), f(r.vs_fp16_wmma, ".2f"),
-             f(r.vs_library, ".2f"), f(r.compile_s, ".1f"), f(r.host_us, ".0f"), f(r.sm_mhz, ".0f"),
+             f(r.vs_library, ".2f"), f(r.compile_s, ".1f"), f(r.host_us, ".0f"), f(r.launch_us, ".0f"),
+             f(r.sm_mhz, ".0f"),
              f(r.power_w, ".0f"), r.flags] for r in rows]
     # Numbers stay as formatted here (tabulate would re-parse "1.50" as 1.5).
     align = ["left"] * 5 + ["right"] * (len(headers) - 6) + ["left"]

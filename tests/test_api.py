@@ -128,6 +128,47 @@ def test_peer_arrays_without_copies(lib, rng):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("lib,k", [("numba", 96), ("numba", 77), ("torch", 96), ("torch", 77)])
+def test_a_repeated_call_reads_the_new_data(lib, k, rng):
+    """gemm(..., out=) again on the same arrays takes its prepared launch
+    (K = 96) or, where a row had to be padded into a copy (K = 77), the whole
+    path; either way new data written into the same arrays, and a new array
+    at another address, give the new product, never the last one."""
+    from numba import cuda
+
+    from numgemm import api
+
+    def fresh():
+        return (rng.integers(-128, 128, (64, k), dtype=np.int8), rng.integers(-128, 128, (48, k), dtype=np.int8))
+
+    if lib == "torch":
+        torch = pytest.importorskip("torch")
+        dev, host = (lambda x: torch.from_numpy(x).cuda()), (lambda x: x.cpu().numpy())
+        out = torch.empty((64, 48), dtype=torch.int32, device="cuda")
+        transpose = lambda x: x.t()             # noqa: E731
+    else:
+        dev, host = cuda.to_device, (lambda x: x.copy_to_host())
+        out = cuda.device_array((64, 48), np.int32)
+        transpose = numgemm.transposed
+    a, bt = fresh()
+    da, dbt = dev(a), dev(bt)
+    numgemm.gemm(da, transpose(dbt), out=out)
+    before = len(api._LAUNCHES)
+    for _ in range(3):
+        a, bt = fresh()
+        if lib == "torch":
+            da.copy_(torch.from_numpy(a)), dbt.copy_(torch.from_numpy(bt))
+        else:
+            da.copy_to_device(a), dbt.copy_to_device(bt)
+        assert numgemm.gemm(da, transpose(dbt), out=out) is out
+        np.testing.assert_array_equal(host(out), a.astype(np.int64) @ bt.T.astype(np.int64))
+    assert len(api._LAUNCHES) == before      # nothing new to prepare: the same call, or never kept
+    a2, bt2 = fresh()
+    numgemm.gemm(dev(a2), transpose(dev(bt2)), out=out)        # other addresses: prepared afresh
+    np.testing.assert_array_equal(host(out), a2.astype(np.int64) @ bt2.T.astype(np.int64))
+
+
+@pytest.mark.gpu
 def test_unaligned_k_is_padded(rng):
     """K whose rows are not whole 16-byte copies: gemm pads a copy, and stays exact."""
     a = rng.integers(-128, 128, (33, 77), dtype=np.int8)

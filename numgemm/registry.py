@@ -112,6 +112,7 @@ def _families(preset):
         families["int4"]["int4_wgmma_unpack_s8"] = int4_wgmma
         families["int4"]["int4_wgmma_unpack_s8_exact"] = int4_wgmma.replace(unpack="tile")
         families["int8"]["int8_ptx_mma_k32_m16"] = int8.replace(bk=512, stages=4, warps_n=4, warps_k=2, **skinny)
+        families["fp16"]["fp16_ptx_mma_m16"] = fp16.replace(bk=256, stages=4, warps_n=4, warps_k=2, **skinny)
         families["int4"]["int4_ptx_unpack_s8_m16"] = int4.replace(bk=512, stages=4, unpack="scaled",
                                                                   warps_n=8, warps_k=1, **skinny)
     return families

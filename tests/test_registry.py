@@ -71,6 +71,7 @@ def test_int4_default_widens_scaled_within_its_k_reach():
     small_m = registry.default("int4", "nk", cc=(9, 0), m=16, k=8192)
     assert small_m is registry.get("int4_ptx_unpack_s8_m16") and small_m.bm == 16
     assert registry.default("int8", "nk", m=16).bm == 16
+    assert registry.default("fp16", "kn", cc=(9, 0), m=1) is registry.get("fp16_ptx_mma_m16")
     assert registry.default("int8", "nk", m=17).bm > 16
 
 

@@ -47,6 +47,8 @@ class Row:
     ms: float = math.nan
     tops: float = math.nan
     ceiling_pct: float = math.nan
+    gbs: float = math.nan            # bytes_moved / time
+    copy_pct: float = math.nan       # of the device-to-device copy's GB/s, measured in the same run
     vs_wmma: float = math.nan
     vs_fp16_wmma: float = math.nan
     vs_library: float = math.nan
@@ -294,8 +296,7 @@ def run(args):
     rows, times = [], {}
     if "int4" in args.precision:
         log(registry.describe_default("int4", cc))
-    shapes = [tuple(map(int, x.lower().split("x"))) for x in args.shapes] if args.shapes else \
-        [(n, n, n) for n in args.sizes]
+    shapes = shapes_of(args)
     _prebuild([c for _, _, c in select(args) if not c.unsupported(cc)], cc, args.jobs)
     for precision in PRECISION_ORDER:
         chosen = [c for c in select(args) if c[2].precision == precision]
@@ -307,6 +308,25 @@ def run(args):
             rows += _time_shape(precision, chosen, checked, (M, N, K), label, args, ceilings, times, rng)
     _ratios(rows, times, args.family)
     return name, ceilings, rows
+
+
+#: --shapes llm: quantized-inference shapes (M tokens, N = K a model's width) and small squares.
+LLM_SHAPES = tuple(f"{m}x{n}x{n}" for n in (4096, 8192) for m in (1, 16, 64, 256)) + \
+    tuple(f"{n}x{n}x{n}" for n in (512, 1024, 2048))
+
+
+def shapes_of(args):
+    """The run's problems (M, N, K): --shapes (llm: LLM_SHAPES), else the squares of --sizes."""
+    if args.shapes:
+        names = LLM_SHAPES if args.shapes == ["llm"] else args.shapes
+        return [tuple(map(int, x.lower().split("x"))) for x in names]
+    return [(n, n, n) for n in args.sizes]
+
+
+def bytes_moved(precision, batch, M, N, K):
+    """The bytes a GEMM moves at the least: A and B read once, C written once
+    (4-byte elements): what its GB/s counts, and its working set."""
+    return batch * (PRECISIONS[precision].bits / 8 * (M + N) * K + 4 * M * N)
 
 
 def _prebuild(cfgs, cc, jobs):
@@ -374,7 +394,7 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
     between = l2_flusher() if args.cold_l2 else None
     work = 2.0 * batch * M * N * K
     l2 = getattr(cuda.get_current_device(), "L2_CACHE_SIZE", 50 * 2**20)
-    ws = batch * (PRECISIONS[precision].bits / 8 * (M + N) * K + 4 * M * N)
+    ws = bytes_moved(precision, batch, M, N, K)
     sets = min(8, max(1, math.ceil(3 * l2 / ws)))      # rotate when L2 would hold it
     host_sets = [operands.values(precision, batch, M, N, K, rng) for _ in range(sets)]
     a, b = host_sets[0]
@@ -412,6 +432,7 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
             PROFILED.append({"precision": precision, "N": label, "preset": preset, "kernel": kname,
                              "config": cfg.name})
         row.ms, row.tops = ms, work / (ms * 1e-3) / 1e12
+        _bandwidth(row, ws, args)
         row.sm_mhz, row.power_w = state.get("sm_mhz", math.nan), state.get("power_w", math.nan)
         row.ceiling_pct = 100 * row.tops / ceiling_for(cfg, ceilings)
         times[preset, kname, label] = ms
@@ -426,11 +447,18 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
         row = Row(precision, label, "library", pname, pname, "ok" if pcheck() else "FAIL")
         if row.status == "ok":
             row.ms, row.tops = ms, work / (ms * 1e-3) / 1e12
+            _bandwidth(row, ws, args)
             row.sm_mhz, row.power_w = state.get("sm_mhz", math.nan), state.get("power_w", math.nan)
             row.ceiling_pct = 100 * row.tops / ceiling_for("int8" if precision == "int4" else precision, ceilings)
             times.setdefault(("library", precision, label), ms)     # x library: the vendor's, listed first
         rows.append(row)
     return rows
+
+
+def _bandwidth(row, nbytes, args):
+    """The row's GB/s, and its share of the copy bandwidth measured in the run."""
+    row.gbs = nbytes / (row.ms * 1e-3) / 1e9
+    row.copy_pct = 100 * row.gbs / args.copy_gbs if getattr(args, "copy_gbs", None) else math.nan
 
 
 def _ratios(rows, times, family):
@@ -472,7 +500,7 @@ def _flag(rows):
         row.flags = "; ".join(flags)
 
 
-HEADERS = ["precision", "N", "preset", "kernel", "status", "time ms", "T(FL)OPS", "% ceil",
+HEADERS = ["precision", "N", "preset", "kernel", "status", "time ms", "T(FL)OPS", "% ceil", "GB/s", "% copy",
            "x WMMA", "x fp16_wmma", "x library", "compile s", "host us", "launch us", "SM MHz", "W", "flags"]
 
 
@@ -519,9 +547,10 @@ def table(rows):
         return "" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
 
     family = any(not math.isnan(r.vs_base) for r in rows)
-    headers = HEADERS[:8] + (["x base"] if family else []) + HEADERS[8:]
+    headers = HEADERS[:10] + (["x base"] if family else []) + HEADERS[10:]
     body = [[r.precision, r.n, r.preset, r.kernel, r.status, f(r.ms, ".3f"), f(r.tops, ".1f"),
-             f(r.ceiling_pct, ".1f")] + ([f(r.vs_base, ".2f")] if family else []) +
+             f(r.ceiling_pct, ".1f"), f(r.gbs, ".0f"), f(r.copy_pct, ".1f")] +
+            ([f(r.vs_base, ".2f")] if family else []) +
             [f(r.vs_wmma, ".2f"), f(r.vs_fp16_wmma, ".2f"),
              f(r.vs_library, ".2f"), f(r.compile_s, ".1f"), f(r.host_us, ".0f"), f(r.launch_us, ".0f"),
              f(r.sm_mhz, ".0f"),
@@ -571,7 +600,8 @@ def parse(argv):
     ap.add_argument("--kernels", nargs="+", help="registered names or config names")
     ap.add_argument("--sizes", nargs="+", type=int, default=list(SIZES))
     ap.add_argument("--shapes", nargs="+", metavar="MxNxK",
-                    help="non-square problems instead of --sizes, e.g. 16x8192x8192 (memory-bound)")
+                    help="non-square problems instead of --sizes, e.g. 16x8192x8192 (memory-bound); "
+                         "llm: M = 1, 16, 64, 256 with N = K = 4096, 8192, and 512, 1024, 2048 squared")
     ap.add_argument("--family", choices=("fp16", "int8", "int4", "int4_k64_ablation"),
                     help="one family's kernels, with each one's ratio to the family's base")
     ap.add_argument("--batch", type=int, default=1)

@@ -38,9 +38,27 @@ def test_family_selection_has_the_base_first():
 def test_table_has_the_columns():
     row = bench.Row("int8", 512, "tuned", "int8_ptx_mma_k32", "cfg", ms=1.0, tops=2.0, vs_wmma=1.5)
     text = bench.table([row])
-    for header in ("x WMMA", "x fp16_wmma", "x library", "% ceil", "compile s", "host us"):
+    for header in ("x WMMA", "x fp16_wmma", "x library", "% ceil", "GB/s", "% copy", "compile s", "host us",
+                   "launch us"):
         assert header in text
     assert "1.50" in text
+
+
+def test_llm_shapes_and_their_bandwidth():
+    """--shapes llm: M = 1, 16, 64, 256 against N = K = 4096 and 8192, then the
+    small squares; a row's GB/s counts A and B read once and C written once,
+    beside its share of the run's copy bandwidth."""
+    args = bench.parse(["--shapes", "llm"])
+    shapes = bench.shapes_of(args)
+    assert shapes[:4] == [(1, 4096, 4096), (16, 4096, 4096), (64, 4096, 4096), (256, 4096, 4096)]
+    assert (16, 8192, 8192) in shapes and shapes[-1] == (2048, 2048, 2048) and len(shapes) == 11
+    assert bench.shapes_of(bench.parse(["--shapes", "16x8192x8192"])) == [(16, 8192, 8192)]
+    assert bench.shapes_of(bench.parse(["--sizes", "512", "1024"])) == [(512, 512, 512), (1024, 1024, 1024)]
+    nbytes = bench.bytes_moved("int4", 1, 16, 8192, 8192)
+    assert nbytes == (16 + 8192) * 8192 / 2 + 4 * 16 * 8192
+    row, args.copy_gbs = bench.Row("int4", "16x8192x8192", "tuned", "k", "cfg", ms=0.010), 4000.0
+    bench._bandwidth(row, nbytes, args)
+    assert row.gbs == pytest.approx(nbytes / 1e-5 / 1e9) and row.copy_pct == pytest.approx(100 * row.gbs / 4000)
 
 
 def test_rows_to_distrust_are_flagged():

@@ -691,13 +691,22 @@ def _claims(args):
 
 
 def _check_selection(args):
-    """Refuse, before any GPU work, kernel names no chosen preset has and a
-    selection that leaves nothing to run."""
+    """Refuse, before any GPU work, kernel names no chosen preset has, a
+    selection that leaves nothing to run, and shapes that are not MxNxK."""
     from . import registry
 
     presets = registry.PRESETS if args.preset == "all" else (args.preset,)
     if args.diff or args.claims or args.linkage_cost:
         return
+    try:
+        bad = any(len(s) != 3 or min(s) < 1 for s in shapes_of(args))
+    except ValueError:                  # a size that is not an integer
+        bad = True
+    if bad and args.shapes:
+        raise UsageError(f"--shapes takes MxNxK with positive sizes (e.g. 16x8192x8192) or llm; "
+                         f"got {' '.join(args.shapes)}")
+    if bad:
+        raise UsageError(f"--sizes takes positive integers; got {' '.join(map(str, args.sizes))}")
     kernel_names(args.kernels, presets)
     if not select(args):
         raise UsageError(f"the selection (--preset {args.preset}, --precision {' '.join(args.precision)}"

@@ -88,6 +88,10 @@ def test_profile_without_ncu_says_so_in_one_line(monkeypatch, capsys):
 @pytest.mark.parametrize("argv,message", [
     (["--kernels", "int8_ptx_mma_k23"], "did you mean 'int8_ptx_mma_k32'"),
     (["--precision", "fp16", "--kernels", "int8_ptx_mma_k32"], "names no kernel"),
+    (["--shapes", "16x8192"], "--shapes takes MxNxK"),
+    (["--shapes", "16x8192x0"], "--shapes takes MxNxK"),
+    (["--shapes", "axbxc"], "--shapes takes MxNxK"),
+    (["--sizes", "512", "0"], "--sizes takes positive integers"),
 ])
 def test_a_bad_selection_is_one_line_and_exit_2(argv, message, capsys):
     assert bench.main(argv) == 2

@@ -524,9 +524,9 @@ class KernelConfig:
         if self.copy != ("cp_async" if self.widens_tile else "tma") or self.linkage != "inline" \
                 or self.unpack not in ("none", "tile", "tile_scaled"):
             err.append("wgmma: its stages come by TMA (copy=tma), or for INT4 widened by the producer "
-                       "warpgroup's own loads (unpack=tile, copy=cp_async); its routines inline")
+                       "warpgroup's own loads (unpack=tile or tile_scaled, copy=cp_async); its routines inline")
         if self.widens_tile and (self.cluster != 1 or self.bk_bytes * 2 != SWIZZLE_BYTES):
-            err.append("wgmma unpack=tile: no cluster, a k-tile of 64 bytes of s4 (128 of s8)")
+            err.append("wgmma widening: no cluster, a k-tile of 64 bytes of s4 (128 of s8)")
         if self.cluster not in (1, 2) or self.rows_b % (self.cluster * 8) or \
                 (self.b_layout == "kn" and self.b_tile_shape[1] // SWIZZLE_BYTES % self.cluster):
             err.append(f"wgmma: cluster 1 or 2, splitting B's tile into whole boxes, got {self.cluster}")

@@ -1,18 +1,19 @@
-"""INT4 into the warp-specialised ring (op="wgmma", unpack="tile"): the
-producer warpgroup loads s4, widens it to s8 and writes the stage itself.
+"""INT4 into the warp-specialised ring (op="wgmma", unpack="tile" or
+"tile_scaled"): the producer warpgroup loads s4, widens it to s8 and writes
+the stage itself.
 
 wgmma has no s4 form, and reads its operands from shared memory, so the s4
 tiles must reach the stages as s8 in the 128-byte swizzle that the wgmma
 warp routine reads (int8_wgmma's layout). Each of the producer's 128
 threads owns 16-byte pieces of a k-tile (numgemm.kernel.copy_threads: its
 rows 32 apart, its addresses set up once, rows and K past the matrix
-zero-filled); it loads k-tile kt + 1 with ld.global.v4 while the consumers
-still work on earlier stages, and lands k-tile kt: each 16 bytes of s4
-become 32 of s8 (copy_widen's exact widening, A and B permuted alike along
-K) in two swizzled chunks, then fence.proxy.async makes its stores visible
-to wgmma and it arrives on the stage's "full" mbarrier, which completes
-when all 128 have. The "empty" barriers, the waits and the releases are
-copy_tma's.
+zero-filled). It loads a k-tile with ld.global.v4 two k-tiles ahead (the
+skeleton alternates two register sets), and lands one: each 16 bytes of s4
+become 32 of s8 (copy_widen's widening, exact or 16 x s8, A and B permuted
+alike along K) in two swizzled chunks, then fence.proxy.async makes its
+stores visible to wgmma and it arrives on the stage's "full" mbarrier, which
+completes when all 128 have. The "empty" barriers, the waits and the
+releases are copy_tma's.
 """
 
 from collections import namedtuple

@@ -17,6 +17,10 @@ views and epilogue); what differs is who does what in its k loop:
     while it waits for the one before (wgmma.wait_group 1), and releases the
     stage that one read.
 
+INT4 (widened once per k-tile, cfg.widens_tile) keeps the producer's
+registers: all 128 of its threads load s4 two k-tiles ahead, in two register
+sets, and widen each k-tile into its stage once the consumers have freed it.
+
 So no block-wide barrier stands in the k loop: copies run stages - 1 tiles
 ahead, and each consumer's wgmmas overlap its waits and the other's. With
 persistent=True a grid of one block per SM walks the output tiles (every
@@ -43,8 +47,8 @@ def kernel_function(cfg, warp_rt, copy_rt):
     tile_a, pitch_a, rows = sv.tile_bytes_a, sv.pitch_a, 64          # a consumer's 64 rows of A
     producer_warps = cfg.producer_threads // 32
     # TMA: one thread issues each stage's copies, and the producer gives its
-    # registers to the consumers. Widening (unpack="tile"): all 128 load and
-    # widen, and keep theirs for the loads in flight.
+    # registers to the consumers. Widening: all 128 load and widen, and keep
+    # theirs for the loads in flight.
     widen = cfg.widens_tile
 
     def produce(cs, g, off, kt, ktiles):

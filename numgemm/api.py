@@ -18,7 +18,7 @@ import numpy as np
 from numba import cuda
 from numba.cuda.cudadrv.devicearray import DeviceNDArray
 
-from . import registry, tensormap
+from . import registry, tensormap, tuning
 from .config import KernelConfig
 from .precision import PRECISIONS
 
@@ -63,9 +63,11 @@ class _Launch:
     meminfo, parent, size, itemsize, data, shape, strides; a scalar its
     ctypes value), its grid, block, dynamic shared memory, stream and (a
     cluster kernel) cluster dimensions in one CUlaunchConfig; calling it is
-    one cuLaunchKernelEx. It holds raw values only, no array."""
+    one cuLaunchKernelEx, then the launch `then` where there is one (split-K's
+    sum). It holds raw values only, and `keep`: memory of its own (split-K's
+    workspace), never a caller's array."""
 
-    def __init__(self, handle, grid, cfg, stream, args):
+    def __init__(self, handle, grid, block, smem, stream, args, name, cluster=1, then=None, keep=None):
         import ctypes
 
         from cuda.bindings import driver as drv
@@ -75,21 +77,23 @@ class _Launch:
         self._params = (ctypes.c_void_p * len(self._values))(*map(ctypes.addressof, self._values))
         c = drv.CUlaunchConfig()
         c.gridDimX, c.gridDimY, c.gridDimZ = grid          # in blocks, clusters or not
-        c.blockDimX, c.blockDimY, c.blockDimZ = cfg.threads, 1, 1
-        c.sharedMemBytes = cfg.smem_bytes
+        c.blockDimX, c.blockDimY, c.blockDimZ = block, 1, 1
+        c.sharedMemBytes = smem
         c.hStream = drv.CUstream(stream)
-        if cfg.cluster > 1:
+        if cluster > 1:
             attr = drv.CUlaunchAttribute()
             attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-            attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cfg.cluster, 1, 1
+            attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster, 1, 1
             c.attrs, c.numAttrs = [attr], 1
         self._call = (c, drv.CUfunction(int(handle)), ctypes.addressof(self._params), 0)
-        self.name = cfg.name
+        self.name, self.then, self.keep = name, then, keep
 
     def __call__(self):
         err, = self._drv.cuLaunchKernelEx(*self._call)
         if err != self._drv.CUresult.CUDA_SUCCESS:
             raise RuntimeError(f"launching {self.name} failed: {err.name}")
+        if self.then is not None:
+            self.then()
 
 
 #: Prepared launches of recent gemm(..., out=...) calls on device arrays, most
@@ -159,20 +163,33 @@ class GemmPlan:
     host_out: bool
     stream: object
     in_place: bool = False          # repeatable by its raw arguments alone (see _LAUNCHES)
+    workspace: object = None        # split-K: the (batch * split_k, M, N) partial sums
 
     def __post_init__(self):
         from numba.cuda.cudadrv import driver
 
         from .kernel import (  # the builder loads on the first plan
+            argtypes,
             device_function,
             launch_args,
+            split_sum_function,
         )
+        from .kernel.split_k import THREADS, SplitSum
 
         self.stream = driver._to_core_stream(self.stream)
-        self.cufunc = device_function(self.cfg, cuda.get_current_device().id)   # the kernel cache's
+        device = cuda.get_current_device().id
+        self.cufunc = device_function(self.cfg, device)     # the kernel cache's
         _allow_dynamic_shared(self.cufunc, self.cfg.smem_bytes)
-        self.prepared = _Launch(self.cufunc.handle, self.grid, self.cfg, int(self.stream.handle),
-                                launch_args(self.cfg, self.args))
+        stream, then = int(self.stream.handle), None
+        if self.workspace is not None:                   # split-K: the partial sums, then their sum
+            spec = SplitSum(self.cfg.acc)
+            C = self.args[2]
+            then = _Launch(split_sum_function(self.cfg.acc, device).handle, spec.grid(*C.shape), THREADS, 0,
+                           stream, launch_args(spec.argtypes(), (self.workspace, C, self.cfg.split_k)), spec.name)
+            self.args = (*self.args[:2], self.workspace, *self.args[3:])
+        self.prepared = _Launch(self.cufunc.handle, self.grid, self.cfg.threads, self.cfg.smem_bytes, stream,
+                                launch_args(argtypes(self.cfg), self.args), self.cfg.name, self.cfg.cluster,
+                                then, self.workspace)
 
     def launch(self):
         self.prepared()
@@ -266,9 +283,10 @@ def _plan(a, b, shape, preset, out, stream):
     if not cuda.is_available():
         raise RuntimeError("numgemm.gemm needs a CUDA GPU and driver; none is available")
     a, b = _device(a, "a"), _device(b, "b")
-    a3 = a if a.ndim == 3 else _batched(a)
+    a3 = _unit_strides(a if a.ndim == 3 else _batched(a), "kn")
     b3 = b if b.ndim == 3 else _batched(b)
-    layout = _layout(b3, "b")
+    layout = _layout(b3, "b", _wanted_layout(precision, shape.cfg, b_units))
+    b3 = _unit_strides(b3, layout)
     _row_major(a3, "a")
     if precision == "int4" and (layout == "kn") != b_units:
         raise ValueError("INT4 b is either the transpose of a packed N x K array (uint8, "
@@ -276,7 +294,12 @@ def _plan(a, b, shape, preset, out, stream):
                          f"got {_dtype_name(b)} laid out {layout.upper()}")
 
     cc = tuple(cuda.get_current_device().compute_capability)
-    cfg = _config(shape.cfg, precision, layout, preset, M, K, cc)
+    cfg = _config(shape.cfg, precision, layout, preset, (M, N, K), cc)
+    if batch * cfg.split_k > 65535:         # grid.z: the batch times the split
+        if shape.cfg is not None:
+            raise ValueError(f"kernel {cfg.name} splits K {cfg.split_k} ways: batch {batch} x {cfg.split_k} is "
+                             "more than the grid allows (65535)")
+        cfg = cfg.replace(split_k=1)
     why = cfg.unsupported(cc)
     if why:
         raise NotOnThisGPU(why)
@@ -297,9 +320,13 @@ def _plan(a, b, shape, preset, out, stream):
     tiles = cfg.grid_blocks(M, N, cuda.get_current_device().MULTIPROCESSOR_COUNT)
     k_rows = B.shape[1] if layout == "kn" else K
     maps = tensormap.device_maps(A, B, cfg) if cfg.copy == "tma" else 0
+    work = None
+    if cfg.split_k > 1:                 # the kernel stores into slices of a workspace, aligned and packed
+        work = cuda.device_array((batch * cfg.split_k, M, N), C.dtype)
+        c_aligned = int(N % 8 == 0)
     # in_place: the operands used where they lie and the output the caller's.
-    return GemmPlan(cfg, (A, B, C, M, N, k_rows, KB, B.shape[2], c_aligned, maps), (tiles, 1, batch),
-                    result, host_out, stream, in_place=not host and not copied and out is not None)
+    return GemmPlan(cfg, (A, B, C, M, N, k_rows, KB, B.shape[2], c_aligned, maps), (tiles, 1, batch * cfg.split_k),
+                    result, host_out, stream, in_place=not host and not copied and out is not None, workspace=work)
 
 
 # --- validation and views -------------------------------------------------------
@@ -364,14 +391,43 @@ def transposed(x):
 
 
 
-def _layout(b, name):
+def _layout(b, name, wanted):
+    """B's layout by its strides: "kn" (its rows contiguous) or "nk" (its
+    columns). A one-wide B (N or K of 1) has both; then `wanted` decides."""
     item = b.dtype.itemsize
-    if b.strides[2] == item and b.shape[1] >= 1:
-        return "kn"
-    if b.strides[1] == item:
-        return "nk"
+    kn = b.strides[2] == item or b.shape[2] == 1
+    nk = b.strides[1] == item or b.shape[1] == 1
+    if kn and nk:
+        return wanted
+    if kn or nk:
+        return "kn" if kn else "nk"
     raise ValueError(f"{name} must be row-major (K x N) or the transpose of a row-major N x K "
                      f"array; got strides {b.strides}")
+
+
+def _wanted_layout(precision, cfg, b_units):
+    """The layout a one-wide B is taken in: the named kernel's; INT4's by its
+    dtype (uint8: packed N x K, transposed; uint16: K x N units); else the
+    layout of the precision's kernels."""
+    if cfg is not None:
+        return cfg.b_layout
+    if precision == "int4":
+        return "kn" if b_units else "nk"
+    return registry.REGISTRY["tuned"][registry.CHOICES[precision][0]].b_layout
+
+
+def _unit_strides(x, layout):
+    """x (batch, rows, cols) with the strides of its one-long axes made those
+    of a packed array in layout ("kn": row-major, "nk": column-major): such an
+    axis is never stepped along, but its stride is a pitch the kernel and the
+    TMA descriptors read."""
+    item, strides = x.dtype.itemsize, list(x.strides)
+    inner, outer = (2, 1) if layout == "kn" else (1, 2)
+    if x.shape[inner] == 1:
+        strides[inner] = item
+    if x.shape[outer] == 1:
+        strides[outer] = x.shape[inner] * strides[inner]
+    return x if tuple(strides) == tuple(x.strides) else _view(x, x.shape, tuple(strides))
 
 
 def _row_major(a, name):
@@ -450,12 +506,14 @@ _LAYOUT_HINT = {"nk": "b = bt.T for a row-major N x K array bt; numgemm.transpos
                 "kn": "b as a row-major K x N array"}
 
 
-def _config(cfg, precision, layout, preset, m, k, cc):
+def _config(cfg, precision, layout, preset, mnk, cc):
     """The kernel to launch: cfg (named by the caller and checked by _checked())
-    where it fits B's layout and K, else the preset's default for this GPU."""
+    where it fits B's layout and K, else the choice for this shape on this GPU
+    (numgemm.tuning: the tuned winners, else the preset's default)."""
+    k = mnk[2]
     if cfg is None:
         try:
-            return registry.default(precision, layout, preset, cc, m, k)
+            return tuning.choose(precision, layout, *mnk, cc, preset)
         except ValueError as e:
             other = "kn" if layout == "nk" else "nk"
             raise ValueError(f"{e} ({_LAYOUT_HINT[other]})") from None

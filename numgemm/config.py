@@ -96,6 +96,9 @@ class KernelConfig:
     reg_buffers: int = 0       # fragment register buffers: 2 loads the next k step's fragments
                                # (across the barrier at a tile's end) while this one's mmas issue;
                                # 0: 2 where a warp has an even number of k steps per k-tile, else 1
+    split_k: int = 1           # blocks per output tile, each summing 1/split_k of the k-tiles into its
+                               # own slice of a workspace that a second kernel adds up (split-K: more
+                               # blocks where the tiles alone do not fill the GPU; integer sums exact)
 
     def __post_init__(self):
         self._check_fields()
@@ -354,7 +357,8 @@ class KernelConfig:
         default = KernelConfig.__dataclass_fields__
         for f in ("warps_k", "a_ldmatrix", "b_ldmatrix", "cache", "evict", "b_layout", "b_global", "acc",
                   "smem_pad", "swizzle", "private_tiles", "raster", "k_stagger", "linkage", "unpack", "min_blocks",
-                  "copy_parts", "zfill_src", "interior_loop", "copy", "cluster", "persistent", "reg_buffers"):
+                  "copy_parts", "zfill_src", "interior_loop", "copy", "cluster", "persistent", "reg_buffers",
+                  "split_k"):
             value = getattr(self, f)
             if (f == "acc" and value == self.prec.acc) or (f == "reg_buffers" and value == self.auto_reg_buffers) \
                     or (f in ("swizzle", "zfill_src", "interior_loop") and self.copy == "tma"):  # implied, or moot
@@ -380,7 +384,8 @@ class KernelConfig:
 
     # -- checks -------------------------------------------------------------
     # Fields that count something: at least 1 (the rest of an int field may be 0).
-    _POSITIVE = ("bm", "bn", "bk", "warps_m", "warps_n", "warps_k", "stages", "raster", "min_blocks", "copy_parts")
+    _POSITIVE = ("bm", "bn", "bk", "warps_m", "warps_n", "warps_k", "stages", "raster", "min_blocks", "copy_parts",
+                 "split_k")
 
     def _check_fields(self):
         """Each field's type, and the values that every check after it relies on,
@@ -440,6 +445,8 @@ class KernelConfig:
         if self.warp_ksteps and not 1 <= self.copy_parts <= max(1, self.copy_slots):
             err.append(f"copy_parts must be 1..{self.copy_slots}: one part before each k step "
                        f"that a warp starts before the tile's barrier")
+        if self.split_k > 1 and (self.op not in ("mma", "wmma") or self.acc == "f16"):
+            err.append("split_k > 1 is for the mma and WMMA kernels with f32/s32 sums (the workspace's)")
         if (self.persistent or self.cluster != 1) and self.op != "wgmma":
             err.append("persistent and cluster apply to the warp-specialised (wgmma) kernels")
         if self.copy not in ("cp_async", "tma"):
@@ -561,6 +568,7 @@ _SHORT = {
     "cluster": lambda v: f"cl{v}",
     "persistent": lambda v: "pers",
     "reg_buffers": lambda v: f"rb{v}",
+    "split_k": lambda v: f"split{v}",
 }
 
 

@@ -299,3 +299,42 @@ def test_scaled_widening_is_exact_to_its_k_limit(name, rng):
     with pytest.raises(ValueError, match="exact for K <="):
         wide = np.full((16, K + 1), -8)
         numgemm.gemm(pack_int4(wide), pack_int4(wide).T, precision="int4", kernel=name)
+
+
+def test_split_k_changes_only_the_k_range():
+    """split_k: the same k loop (mmas and copies) as the kernel it splits; the
+    split-K sum builds for every target."""
+    from numgemm.kernel import split_sum_cubin
+    from numgemm.toolchain import TARGETS, parse_target
+
+    for name in ("int8_ptx_mma_k32_m16", "fp16_ptx_mma"):
+        base = registry.get(name)
+        one, four = (build_config(c, "sm_90").main_loop() for c in (base, base.replace(split_k=4)))
+        assert one.mmas == four.mmas and one.shape.count("G") == four.shape.count("G")
+    for acc in ("f32", "s32"):
+        for target in TARGETS:
+            cubin, entry = split_sum_cubin(acc, parse_target(target))
+            assert cubin[:4] == b"\x7fELF" and "split_sum" in entry
+
+
+@pytest.mark.parametrize("fields", [dict(op="wgmma"), dict(acc="f16")])
+def test_split_k_is_refused_where_it_cannot_sum(fields):
+    base = registry.get("fp16_wgmma" if fields.get("op") else "fp16_ptx_fp16acc")
+    with pytest.raises(ValueError, match="split_k > 1"):
+        base.replace(split_k=2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,split", [("int8_ptx_mma_k32_m16", 4), ("int8_ptx_mma_k32", 2), ("fp16_ptx_mma", 3),
+                                        ("fp16_ptx_mma_m16", 2), ("int4_ptx_unpack_s8_m16", 2), ("fp16_wmma", 2),
+                                        ("int8_ptx_tma", 4), ("int4_ptx_unpack_s8_tma", 8)])
+def test_split_k_sums_every_k_tile(name, split, rng):
+    """Each block of a tile sums its run of k-tiles into the workspace and the
+    second kernel adds them: exact for integers, with the last run ragged,
+    and runs left empty (fewer k-tiles than splits)."""
+    cfg = registry.get(name).replace(split_k=split)
+    skip_unless_it_runs_here(cfg)
+    for batch, M, N, K in ((2, 33, 300, 7 * cfg.bk + 16), (1, 17, 64, cfg.bk), (3, 1, 130, 2 * cfg.bk + 2)):
+        if cfg.precision == "int4":
+            K -= 1
+        check_kernel(cfg, batch, M, N, K, rng, kernel=cfg)

@@ -12,6 +12,7 @@
     copy_widen.py      INT4 widened to s8 on its way into shared memory
     copy_widen_ring.py ... by the producer warpgroup, into the wgmma ring
     copy_tma.py        the TMA unit, an mbarrier per stage (sm_90)
+    split_k.py         split-K's second kernel: the partial sums added into C
     copy_threads.py    what the two per-thread copy paths share
     dp4a.py            INT8 on the CUDA cores (no tensor cores, no seams)
     regs.py            Numba register plumbing (getters, setters, generated code)
@@ -43,6 +44,7 @@ from . import (
     dp4a,
     skeleton,
     skeleton_ws,
+    split_k,
     warp_mma,
     warp_wgmma,
     warp_wmma,
@@ -128,17 +130,30 @@ def device_target(cc):
 def device_cubin(cfg, cc):
     """(cubin, entry name) of cfg's kernel for a GPU of compute capability cc,
     from the cache or built (no GPU is needed to build it)."""
+    return _cached_cubin(cfg, kernel_function, argtypes(cfg), _options(cfg), cc, cfg.arch_specific)
+
+
+def split_sum_cubin(acc, cc):
+    """(cubin, entry name) of the split-K sum for accumulator acc (split_k.py)."""
+    spec = split_k.SplitSum(acc)
+    return _cached_cubin(spec, lambda _: split_k.split_sum, spec.argtypes(),
+                         {"launch_bounds": [split_k.THREADS, 1], "lto": True, "nvvm": NVVM_OPTIONS}, cc, False)
+
+
+def _cached_cubin(what, pyfunc_of, types_, options, cc, strict):
+    """The cache's cubin of what (a config, or the split-K sum) for cc, or built."""
     target = device_target(cc)
 
     def make():
         start = time.perf_counter()
-        lib, entry = front_end(kernel_function(cfg), argtypes(cfg), cc, launch_bounds=(cfg.threads, cfg.min_blocks))
+        bounds = tuple(options["launch_bounds"])
+        lib, entry = front_end(pyfunc_of(what), types_, cc, launch_bounds=bounds)
         cubin = library_cubin(lib, target)
-        if cfg.arch_specific:
-            refuse_ptxas_losses(lib, target, cfg.name)
-        return {"name": cfg.name, "target": target, "entry": entry, "seconds": time.perf_counter() - start}, \
+        if strict:
+            refuse_ptxas_losses(lib, target, what.name)
+        return {"name": what.name, "target": target, "entry": entry, "seconds": time.perf_counter() - start}, \
             {"cubin": cubin}
-    return cache.cached(cache.key(cfg, target, argtypes(cfg), _options(cfg)), make,
+    return cache.cached(cache.key(what, target, types_, options), make,
                         lambda meta, parts: (parts["cubin"], meta["entry"]))
 
 
@@ -173,20 +188,30 @@ def prebuild_offline(cfgs, targets, jobs):
 def device_function(cfg, device_id):
     """cfg's kernel loaded on GPU device_id of the current context: a numba-cuda
     Function (its .kernel is the cuda.core Kernel that launch() takes)."""
+    return _loaded(device_cubin, cfg, device_id)
+
+
+@functools.cache
+def split_sum_function(acc, device_id):
+    """The split-K sum for accumulator acc, loaded as device_function loads a kernel."""
+    return _loaded(split_sum_cubin, acc, device_id)
+
+
+def _loaded(cubin_of, what, device_id):
     from cuda.core import ObjectCode
 
     ctx = cuda.current_context()
     assert ctx.device.id == device_id, (ctx.device.id, device_id)
-    cubin, entry = device_cubin(cfg, tuple(ctx.device.compute_capability))
+    cubin, entry = cubin_of(what, tuple(ctx.device.compute_capability))
     return ctx.create_module_image(ObjectCode.from_cubin(cubin)).get_function(entry)
 
 
-def launch_args(cfg, args):
-    """The kernel's arguments as the driver takes them, in numba-cuda's layout:
-    an array is (meminfo, parent, size, itemsize, data, *shape, *strides),
-    a scalar its ctypes value."""
+def launch_args(types_, args):
+    """Arguments of a kernel of argument types types_ (argtypes(cfg)) as the
+    driver takes them, in numba-cuda's layout: an array is (meminfo, parent,
+    size, itemsize, data, *shape, *strides), a scalar its ctypes value."""
     out = []
-    for ty, value in zip(argtypes(cfg), args):
+    for ty, value in zip(types_, args):
         if isinstance(ty, types.Array):
             out += [0, 0, value.size, value.dtype.itemsize, value.device_ctypes_pointer.value or 0,
                     *value.shape, *value.strides]

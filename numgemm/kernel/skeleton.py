@@ -3,7 +3,9 @@
 A kernel computes C[z] = A[z] @ op(B[z]) for one output tile per block:
 
     grid.x walks the output tiles (grouped by KernelConfig.raster for L2
-    reuse), grid.z the batch. Each k-tile of A and B travels global ->
+    reuse), grid.z the batch (split-K: batch x split_k, each block of a tile
+    summing one run of k-tiles into a workspace slice, added up by
+    split_k.py). Each k-tile of A and B travels global ->
     shared through a ring of KernelConfig.stages stages by the config's copy
     routine (cp.async, TMA, or widen-on-load), and each warp runs the
     config's warp routine (mma.sync, WMMA) over its warp tile. The stages are
@@ -43,6 +45,7 @@ def kernel_function(cfg, warp_rt, copy_rt):
     wm, wn = cfg.warp_tile
     warps_n, warps_k, warps_mn = cfg.warps_n, cfg.warps_k, cfg.warps_m * cfg.warps_n
     k_stagger, spread, double, interior = cfg.k_stagger, cfg.copy_parts > 1, cfg.reg_buffers == 2, cfg.interior
+    k_part, split = _k_part(cfg), cfg.split_k
 
     def gemm_kernel(A, B, C, M, N, K, KB, NB, c_aligned, tmaps):
         """K: rows of B when it is K x N (k units), else unused; KB: bytes of K
@@ -55,7 +58,9 @@ def kernel_function(cfg, warp_rt, copy_rt):
         wr, wc = wmn // warps_n, wmn % warps_n
         tiles_m, tiles_n = (M + bm - 1) // bm, (N + bn - 1) // bn
         tm, tn = tile_of(cuda.blockIdx.x, tiles_m, tiles_n)
-        z = cuda.blockIdx.z
+        z = zc = cuda.blockIdx.z            # A's and B's batch; C's (split-K: the workspace's slice)
+        if split > 1:
+            z = zc // split
         zb = z if B.shape[0] > 1 else 0
         m0, n0 = i32(tm * bm), i32(tn * bn)
         dims = (M, N, K, KB, NB)
@@ -64,7 +69,9 @@ def kernel_function(cfg, warp_rt, copy_rt):
         sbase, ctx = start_copies(P.shared_addr(cuda.shared.array(0, u8), 0), tmaps, tid)
         a_row0, b_row0, copier, tile_off, a_warp, b_warp = copiers(m0, n0, wr, wc, warp, lane, tid)
         cs = setup_copies(ctx, sbase, A, B, z, zb, a_row0, b_row0, copier, tile_off, dims)
-        ktiles = (KB + bkb - 1) // bkb
+        ktiles, k0 = (KB + bkb - 1) // bkb, 0
+        if split > 1:                       # split-K: the run of k-tiles summed here
+            k0, ktiles = k_part(zc, ktiles)
         k_first = divmod32(cuda.blockIdx.x * k_stagger, ktiles)[1] if k_stagger else 0
         acc = init()
 
@@ -73,6 +80,8 @@ def kernel_function(cfg, warp_rt, copy_rt):
             kt = step + k_first
             if k_stagger and kt >= ktiles:
                 kt -= ktiles
+            if split > 1:
+                kt += k0
             return stage_copies(cs, kt, off, inside)
 
         # -- the prologue: the first stages - 1 k-tiles
@@ -125,10 +134,23 @@ def kernel_function(cfg, warp_rt, copy_rt):
         if warps_k > 1:
             k_reduce(acc, wk, wmn, lane)
         if wk == 0:
-            store(acc, C, z, m0, n0, wr * wm, wc * wn, M, N, tid, c_aligned)
+            store(acc, C, zc if split > 1 else z, m0, n0, wr * wm, wc * wn, M, N, tid, c_aligned)
 
     gemm_kernel.__name__ = cfg.name
     return gemm_kernel
+
+
+def _k_part(cfg):
+    """k_part(zc, ktiles) -> (k0, count) of a split-K kernel: the k-tiles the
+    block of grid.z index zc sums, the zc % split_k-th of split_k equal runs
+    (the last shorter or empty), k0 its first."""
+    split = max(cfg.split_k, 1)
+
+    def k_part(zc, ktiles):
+        run = (ktiles + split - 1) // split
+        k0 = (zc % split) * run
+        return k0, max(0, min(run, ktiles - k0))
+    return device(k_part)
 
 
 def _copiers(cfg):

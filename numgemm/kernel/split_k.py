@@ -1,0 +1,52 @@
+"""Split-K's second kernel: the partial sums of a split_k kernel added into C.
+
+A kernel with KernelConfig.split_k = S runs S blocks on each output tile,
+block s over the s-th run of k-tiles (skeleton._k_part), and stores its
+partial sum where batch z's slice z * S + s of a (batch * S, M, N)
+workspace lies; this kernel adds the S slices of each batch into C, one
+thread an element, in the workspace's dtype (f32 or s32). Integer sums wrap
+in s32 as one sum would, so the result is exact wherever the whole K is
+within the precision's bound (Precision.max_k).
+"""
+
+from dataclasses import dataclass
+
+from numba import cuda, types
+
+from .regs import OUT, divmod32, i32
+
+THREADS = 256
+
+
+@dataclass(frozen=True)
+class SplitSum:
+    """The split-sum kernel of one accumulator type, as numgemm's kernel cache
+    keys it (cache.key reads describe())."""
+
+    acc: str                    # f32 | s32
+
+    @property
+    def name(self):
+        return f"split_sum_{self.acc}"
+
+    def describe(self):
+        return {"kernel": self.name, "acc": self.acc}
+
+    def argtypes(self):
+        """W (batch * S, M, N), contiguous; C (batch, M, N), any strides; S."""
+        return types.Array(OUT[self.acc], 3, "C"), types.Array(OUT[self.acc], 3, "A"), i32
+
+    def grid(self, batch, M, N):
+        return -(-batch * M * N // THREADS), 1, 1
+
+
+def split_sum(W, C, S):
+    i = cuda.grid(1)
+    M, N = C.shape[1], C.shape[2]
+    if i < C.shape[0] * M * N:
+        z, rc = divmod32(i, M * N)
+        r, c = divmod32(rc, N)
+        total = W[z * S, r, c]
+        for s in range(1, S):
+            total += W[z * S + s, r, c]
+        C[z, r, c] = total

@@ -265,7 +265,7 @@ def select(args):
             if cfg.precision not in args.precision:
                 continue
             if args.kernels and name not in args.kernels and cfg.name not in args.kernels:
-                continue
+                continue            # "default" is not in the pool: run() adds gemm()'s choice per shape
             if args.linkage and cfg.op == "mma":
                 cfg = cfg.replace(linkage=args.linkage)
             if (preset, cfg) in seen:
@@ -300,14 +300,30 @@ def run(args):
     _prebuild([c for _, _, c in select(args) if not c.unsupported(cc)], cc, args.jobs)
     for precision in PRECISION_ORDER:
         chosen = [c for c in select(args) if c[2].precision == precision]
-        if precision not in args.precision or not chosen:
+        picks = {shape: default_pick(precision, shape, cc) for shape in shapes} if wants_default(args) else {}
+        if precision not in args.precision or not (chosen or picks):
             continue
-        checked = _check(precision, chosen, cc, rng)
+        checked = _check(precision, chosen + list(dict.fromkeys(picks.values())), cc, rng)
         for M, N, K in shapes:
             label = f"{M}x{N}x{K}" if args.shapes else M
-            rows += _time_shape(precision, chosen, checked, (M, N, K), label, args, ceilings, times, rng)
+            here = chosen + ([picks[M, N, K]] if picks else [])
+            rows += _time_shape(precision, here, checked, (M, N, K), label, args, ceilings, times, rng)
     _ratios(rows, times, args.family)
     return name, ceilings, rows
+
+
+def wants_default(args):
+    """Whether --kernels names "default": gemm()'s own choice at each shape."""
+    return bool(args.kernels) and "default" in args.kernels
+
+
+def default_pick(precision, shape, cc):
+    """("tuned", "default", config): the kernel gemm() picks for this shape
+    (numgemm.tuning.choose) with B in its precision's layout."""
+    from . import registry, tuning
+
+    layout = registry.REGISTRY["tuned"][registry.CHOICES[precision][0]].b_layout
+    return "tuned", "default", tuning.choose(precision, layout, *shape, cc)
 
 
 #: --shapes llm: quantized-inference shapes (M tokens, N = K a model's width) and small squares.
@@ -344,7 +360,7 @@ def _prebuild(cfgs, cc, jobs):
 
 
 def _check(precision, chosen, cc, rng):
-    """{(preset, name): (status, compile s, host us)}: each kernel compiled and
+    """{(preset, config): (status, compile s)}: each kernel compiled and
     checked once against the exact reference, on an irregular batched shape."""
     from numba import cuda
 
@@ -359,7 +375,7 @@ def _check(precision, chosen, cc, rng):
         why = cfg.unsupported(cc)
         if why:
             log(f"  {kname}: not launched: {why}")
-            checked[preset, kname] = ("n/a", math.nan)
+            checked[preset, cfg] = ("n/a", math.nan)
             continue
         if cfg.b_layout not in dev_ops:
             dev_ops[cfg.b_layout] = operands.to_device(precision, cfg.b_layout, a, b)
@@ -377,7 +393,7 @@ def _check(precision, chosen, cc, rng):
             why = f"{type(e).__name__}: {e}"
         if why:
             log(f"  {kname}: FAIL against the reference: {why}")
-        checked[preset, kname] = ("FAIL" if why else "ok", compile_s)
+        checked[preset, cfg] = ("FAIL" if why else "ok", compile_s)
     return checked
 
 
@@ -386,21 +402,18 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
     when they fit in L2) and its output sampled, then the library peers."""
     from numba import cuda
 
-    from .api import gemm, plan_gemm
+    from .api import gemm
     from .peers import peer_runs
     from .timing import gpu_state, l2_flusher, time_gpu, time_host
 
     (M, N, K), batch, rows = shape, args.batch, []
     between = l2_flusher() if args.cold_l2 else None
     work = 2.0 * batch * M * N * K
-    l2 = getattr(cuda.get_current_device(), "L2_CACHE_SIZE", 50 * 2**20)
     ws = bytes_moved(precision, batch, M, N, K)
-    sets = min(8, max(1, math.ceil(3 * l2 / ws)))      # rotate when L2 would hold it
-    host_sets = [operands.values(precision, batch, M, N, K, rng) for _ in range(sets)]
-    a, b = host_sets[0]
+    host_sets = operand_sets(precision, batch, shape, rng)
     dev_sets = {}
     for preset, kname, cfg in chosen:
-        status, compile_s = checked[preset, kname]
+        status, compile_s = checked[preset, cfg]
         row = Row(precision, label, preset, kname, cfg.name, status, compile_s=compile_s)
         rows.append(row)
         if row.status != "ok":
@@ -408,17 +421,17 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
         log(f"[{precision} {label}] time {preset}/{kname}")
         if cfg.b_layout not in dev_sets:
             dev_sets[cfg.b_layout] = [operands.to_device(precision, cfg.b_layout, *hs) for hs in host_sets]
-        outs = [operands.poisoned(precision, (batch, M, N), cfg.acc) for _ in host_sets]
-        plans = [plan_gemm(x, y, precision=precision, kernel=cfg, out=o, k=K)
-                 for (x, y), o in zip(dev_sets[cfg.b_layout], outs)]
-        # What a call costs the host: gemm() again on the same arrays, and the launch alone.
-        x0, y0 = dev_sets[cfg.b_layout][0]
-        row.host_us = time_host(lambda: gemm(x0, y0, precision=precision, kernel=cfg, out=outs[0], k=K))
-        row.launch_us = time_host(plans[0].launch)
         state = {}
-        ms, _ = time_gpu(lambda i: plans[i % sets].launch(), repeats=args.repeats, between=between,
-                         during=lambda: state.update(gpu_state(cuda.get_current_device().id)))
-        if not operands.sample_matches(outs[0].copy_to_host(), a, b, precision, rng, cfg.acc):
+        ms, ok, plans, outs = timed(precision, cfg, shape, dev_sets[cfg.b_layout], host_sets, args, rng,
+                                    between=between,
+                                    during=lambda: state.update(gpu_state(cuda.get_current_device().id)))
+        # What a call costs the host: gemm() again on the same arrays (the default: as a user calls
+        # it, with no kernel named), and the launch alone.
+        x0, y0 = dev_sets[cfg.b_layout][0]
+        named = None if kname == "default" else cfg
+        row.host_us = time_host(lambda: gemm(x0, y0, precision=precision, kernel=named, out=outs[0], k=K))
+        row.launch_us = time_host(plans[0].launch)
+        if not ok:
             row.status = "FAIL"
             log(f"  {kname}: FAIL at {label} (sampled check)")
             continue
@@ -453,6 +466,31 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
             times.setdefault(("library", precision, label), ms)     # x library: the vendor's, listed first
         rows.append(row)
     return rows
+
+
+def operand_sets(precision, batch, shape, rng):
+    """Host operands of one shape: as many sets (up to 8) as it takes for the
+    rotated inputs to overflow L2 three times (timed runs read from DRAM)."""
+    from numba import cuda
+
+    M, N, K = shape
+    l2 = getattr(cuda.get_current_device(), "L2_CACHE_SIZE", 50 * 2**20)
+    sets = min(8, max(1, math.ceil(3 * l2 / bytes_moved(precision, batch, M, N, K))))
+    return [operands.values(precision, batch, M, N, K, rng) for _ in range(sets)]
+
+
+def timed(precision, cfg, shape, dev_sets, host_sets, args, rng, between=None, during=None):
+    """(median ms, sampled check passed, plans, outputs) of cfg's kernel
+    launched over the rotated operand sets, each into its own poisoned output."""
+    from .api import plan_gemm
+    from .timing import time_gpu
+
+    M, N, K = shape
+    outs = [operands.poisoned(precision, (args.batch, M, N), cfg.acc) for _ in host_sets]
+    plans = [plan_gemm(x, y, precision=precision, kernel=cfg, out=o, k=K) for (x, y), o in zip(dev_sets, outs)]
+    ms, _ = time_gpu(lambda i: plans[i % len(plans)].launch(), repeats=args.repeats, between=between, during=during)
+    a, b = host_sets[0]
+    return ms, operands.sample_matches(outs[0].copy_to_host(), a, b, precision, rng, cfg.acc), plans, outs
 
 
 def _bandwidth(row, nbytes, args):
@@ -520,7 +558,7 @@ def ladder(rows, ceilings):
     for precision in PRECISION_ORDER:
         for n in dict.fromkeys(r.n for r in ok if r.precision == precision):
             here = [r for r in ok if r.precision == precision and r.n == n]
-            ops = {r.kernel: registry.get(r.kernel).op for r in here if r.preset == "tuned"}
+            ops = {r.kernel: registry.get(r.kernel).op for r in here if r.preset == "tuned" and r.kernel != "default"}
             fastest = {op: min((r for r in here if ops.get(r.kernel) == op), key=lambda r: r.ms, default=None)
                        for op in ("wmma", "mma", "wgmma")}
             wgmma = fastest["wgmma"]
@@ -597,7 +635,8 @@ def parse(argv):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--all", action="store_true", help="every precision, size and preset")
     ap.add_argument("--precision", nargs="+", choices=PRECISION_ORDER, default=list(PRECISION_ORDER))
-    ap.add_argument("--kernels", nargs="+", help="registered names or config names")
+    ap.add_argument("--kernels", nargs="+",
+                    help="registered names or config names; default: the kernel gemm() picks at each shape")
     ap.add_argument("--sizes", nargs="+", type=int, default=list(SIZES))
     ap.add_argument("--shapes", nargs="+", metavar="MxNxK",
                     help="non-square problems instead of --sizes, e.g. 16x8192x8192 (memory-bound); "
@@ -630,6 +669,11 @@ def parse(argv):
     ap.add_argument("--claims", action="store_true",
                     help="re-test the study's eight claims on this GPU (times, counters, sm_89 SASS)")
     ap.add_argument("--plot", metavar="DIR", help="also draw a roofline and one bar chart per family (matplotlib)")
+    ap.add_argument("--tune", action="store_true",
+                    help="search each precision's kernels, tilings and split-K factors over shape classes "
+                         "and write the winners gemm() reads (numgemm.tuning)")
+    ap.add_argument("--tune-out", metavar="FILE",
+                    help="where --tune writes (default: the kernel cache folder's tuned/<arch>.json)")
     ap.add_argument("--csv", help="also write the rows as CSV")
     ap.add_argument("--json", help="also write the rows (and the ceilings) as JSON")
     return ap.parse_args(argv)
@@ -707,8 +751,8 @@ def _check_selection(args):
                          f"got {' '.join(args.shapes)}")
     if bad:
         raise UsageError(f"--sizes takes positive integers; got {' '.join(map(str, args.sizes))}")
-    kernel_names(args.kernels, presets)
-    if not select(args):
+    kernel_names([k for k in args.kernels or () if k != "default"], presets)
+    if not select(args) and not wants_default(args):
         raise UsageError(f"the selection (--preset {args.preset}, --precision {' '.join(args.precision)}"
                          + (f", --family {args.family}" if args.family else "")
                          + (f", --kernels {' '.join(args.kernels)}" if args.kernels else "") + ") names no kernel")
@@ -748,6 +792,12 @@ def main(argv=None):
                         for k, (ms, local, regs) in cost.items()],
                        headers=["linkage", "ms", "vs inline", "local B/thread", "registers"],
                        tablefmt="github", disable_numparse=True))
+        return 0
+    if args.tune:
+        from .tuning import tune
+
+        args.argv = argv
+        tune(args)
         return 0
     device, ceilings, rows = run(args)
     if args.profile_launches is not None:

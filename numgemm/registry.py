@@ -206,6 +206,25 @@ def default(precision, b_layout, preset="tuned", cc=None, m=None, k=None):
                      f"{precision} kernels take B as {cfg.b_layout.upper()}")
 
 
+#: The tuned kernels that gemm() may choose (registry.default, or a tuned winner
+#: of numgemm.tuning): the block-tile kernel, its TMA twin, the small-M tiling, wgmma.
+CHOICES = {
+    "fp16": ("fp16_ptx_mma", "fp16_ptx_tma", "fp16_ptx_mma_m16", "fp16_wgmma", "fp16_wgmma_cl1"),
+    "int8": ("int8_ptx_mma_k32", "int8_ptx_tma", "int8_ptx_mma_k32_m16", "int8_wgmma", "int8_wgmma_cl1"),
+    "int4": ("int4_ptx_mma_k64", "int4_ptx_unpack_s8", "int4_ptx_unpack_s8_tma", "int4_ptx_unpack_s8_m16",
+             "int4_wgmma_unpack_s8"),
+}
+
+
+def choices(precision, cc):
+    """The CHOICES of precision that suit a GPU of compute capability cc: those
+    it can launch; for INT4, s4 mma.sync where it is native, s4 widened to s8
+    where it is emulated (sm_90)."""
+    native = has_native_s4_mma(cc)
+    return [n for n in CHOICES[precision] if REGISTRY["tuned"][n].unsupported(cc) is None
+            and (precision != "int4" or (REGISTRY["tuned"][n].unpack == "none") == native)]
+
+
 def describe_default(precision, cc, preset="tuned"):
     """One line saying which INT4 kernel suits this GPU, and why."""
     cfg = default(precision, "nk", preset, cc)

@@ -1,0 +1,132 @@
+"""numgemm.tuning: the search's candidates, the winners files and gemm()'s choice."""
+
+import json
+import warnings
+
+import pytest
+
+from numgemm import registry, tuning
+from numgemm.config import KernelConfig
+from numgemm.kernel import build_config, prebuild_offline
+
+H200 = (9, 0)
+
+
+@pytest.fixture
+def user_winners(tmp_path, monkeypatch):
+    """A cache folder of the test's own, with a winners file written into it."""
+    monkeypatch.setenv("NUMGEMM_CACHE_DIR", str(tmp_path))
+    tuning._entries.cache_clear()
+    tuning.choose.cache_clear()
+
+    def write(entries, arch="sm_90", text=None):
+        path = tmp_path / "tuned" / f"{arch}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text if text is not None else json.dumps({"arch": arch, "entries": entries}))
+        tuning._entries.cache_clear()
+        tuning.choose.cache_clear()
+        return path
+    yield write
+    tuning._entries.cache_clear()
+    tuning.choose.cache_clear()
+
+
+def entry(precision, m, n, k, cfg):
+    return {"precision": precision, "m": m, "n": n, "k": k, "kernel": cfg.name, "config": cfg.describe()}
+
+
+def test_m_classes():
+    assert [tuning.m_class(m) for m in (1, 2, 16, 17, 64, 65, 256, 257, 5000)] == [1, 16, 16, 64, 64, 256, 256,
+                                                                                  1024, 1024]
+
+
+@pytest.mark.parametrize("precision", ["fp16", "int8", "int4"])
+@pytest.mark.parametrize("shape", tuning.SHAPES)
+def test_candidates_are_bounded_and_valid(precision, shape):
+    """The first round: at most 40 configs, each valid, the registry default
+    among them; split-K only where the tiles leave SMs idle, every block with
+    at least two k-tiles."""
+    pool = tuning.candidates(precision, H200, shape, 132)
+    assert 1 <= len(pool) <= 40
+    M, N, K = shape
+    assert registry.default(precision, pool[next(iter(pool))].b_layout, "tuned", H200, M, K) in pool.values()
+    for label, cfg in pool.items():
+        assert cfg.unsupported(H200) is None and cfg.precision == precision
+        if cfg.split_k > 1:
+            assert cfg.grid_blocks(M, N, 132) < 2 * 132, label
+            assert -(-cfg.prec.kbytes(K) // cfg.bk_bytes) >= 2 * cfg.split_k, label
+    assert all(c.bm == 16 for c in pool.values() if c.bm == 16) and (M <= 64 or all(c.bm > 16 for c in pool.values()))
+
+
+def test_neighbours_are_one_field_away():
+    cfg = registry.get("int8_ptx_mma_k32")
+    for label, other in tuning.neighbours(cfg).items():
+        changed = [f for f, v in cfg.describe().items() if other.describe()[f] != v]
+        assert len(changed) == 1, (label, changed)
+
+
+def test_choose_takes_the_nearest_winner_of_the_class(user_winners):
+    m16 = registry.get("int8_ptx_mma_k32_m16")
+    split = m16.replace(split_k=4)
+    big = registry.get("int8_ptx_tma")
+    user_winners([entry("int8", 16, 4096, 4096, split), entry("int8", 16, 8192, 8192, m16),
+                  entry("int8", 4096, 4096, 4096, big)])
+    assert tuning.choose("int8", "nk", 9, 3000, 4096, H200) == split       # M 9: the class of 16
+    assert tuning.choose("int8", "nk", 16, 9000, 7000, H200) == m16
+    assert tuning.choose("int8", "nk", 2000, 512, 512, H200) == big        # the only entry of M >= 1024
+    # No entry of that class, another GPU, another preset: the registry's default.
+    for args in (("int8", "nk", 64, 4096, 4096, H200), ("int8", "nk", 16, 4096, 4096, (8, 9)),
+                 ("int8", "nk", 16, 4096, 4096, H200, "paper")):
+        assert tuning.choose(*args) == registry.default(*args[:2], args[6] if len(args) > 6 else "tuned",
+                                                        args[5], args[2], args[4])
+
+
+def test_choose_widens_exactly_past_the_scaled_reach(user_winners):
+    scaled = registry.get("int4_ptx_unpack_s8_m16").replace(split_k=2)
+    user_winners([entry("int4", 16, 8192, 8192, scaled)])
+    assert tuning.choose("int4", "nk", 16, 8192, 8192, H200) == scaled
+    assert tuning.choose("int4", "nk", 16, 8192, scaled.max_k + 1, H200) == scaled.replace(unpack="register")
+
+
+def test_a_damaged_winners_file_is_said_and_left(user_winners):
+    user_winners(None, text="{not json")
+    with pytest.warns(UserWarning, match="unreadable"):
+        cfg = tuning.choose("int8", "nk", 16, 4096, 4096, H200)
+    assert cfg == registry.default("int8", "nk", "tuned", H200, 16, 4096)
+    bad = entry("int8", 16, 4096, 4096, registry.get("int8_ptx_mma_k32_m16"))
+    bad["config"]["stages"] = 9
+    user_winners([bad, dict(bad, config={"precision": "int8", "no_such_field": 1})])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tuning.choose("int8", "nk", 16, 4096, 4096, H200)
+    assert sum("left out" in str(w.message) for w in caught) == 2
+
+
+SHIPPED = tuning.SHIPPED / "sm_90.json"
+
+
+@pytest.mark.skipif(not SHIPPED.is_file(), reason="no shipped sm_90 winners")
+def test_shipped_winners_cover_every_class_and_build(monkeypatch, tmp_path):
+    """The package's sm_90 winners: an entry for each precision at every
+    shape --tune measures, each a valid config that builds for sm_90 (the
+    kernel cache's, or built here)."""
+    doc = json.loads(SHIPPED.read_text())
+    assert doc["arch"] == "sm_90" and doc["device"] and doc["date"]
+    got = {(e["precision"], e["m"], e["n"], e["k"]) for e in doc["entries"]}
+    assert got == {(p, *s) for p in ("fp16", "int8", "int4") for s in tuning.SHAPES}
+    monkeypatch.setenv("NUMGEMM_CACHE_DIR", str(tmp_path))      # no user file in the way
+    tuning._entries.cache_clear()
+    tuning.choose.cache_clear()
+    try:
+        for e in doc["entries"]:
+            cfg = tuning.choose(e["precision"], "kn" if e["precision"] == "fp16" else "nk", e["m"], e["n"], e["k"],
+                                H200)
+            assert cfg.describe() == e["config"], e["kernel"]
+    finally:
+        tuning._entries.cache_clear()
+        tuning.choose.cache_clear()
+    configs = list(dict.fromkeys(KernelConfig(**e["config"]) for e in doc["entries"]))
+    prebuild_offline(configs, ["sm_90"], 2)
+    for cfg in configs:
+        build = build_config(cfg, "sm_90")
+        assert build.local_bytes == 0 and build.calls == 0, build.summary()

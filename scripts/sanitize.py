@@ -3,6 +3,9 @@
     compute-sanitizer --tool memcheck --error-exitcode 9 python scripts/sanitize.py fp16_wgmma int8_wgmma
     python scripts/sanitize.py --all --shape 1x300x520x200
 
+--all is every registered kernel of both presets and every tuned winner
+this GPU's architecture ships (numgemm/tuned/), built first, --jobs at a
+time (outside the sanitizer: python scripts/sanitize.py --all --build-only).
 Each kernel computes one product at a shape that is no multiple of any tile
 (default batch 1, M 300, N 520, K 200; INT4 with K - 1, odd) into a poisoned
 output, compared with the exact reference; kernels this GPU cannot run are
@@ -11,6 +14,7 @@ exit status, is the verdict (--error-exitcode makes it the exit status).
 """
 
 import argparse
+import os
 import sys
 
 import numpy as np
@@ -21,31 +25,42 @@ def main(argv=None):
     ap.add_argument("kernels", nargs="*", help="registered names of the tuned preset")
     ap.add_argument("--all", action="store_true", help="every registered kernel of both presets")
     ap.add_argument("--shape", default="1x300x520x200", help="BATCHxMxNxK")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="build processes")
+    ap.add_argument("--build-only", action="store_true", help="build the kernels into the cache and stop")
     args = ap.parse_args(argv)
 
     from numba import cuda
 
     import numgemm
-    from numgemm import operands, registry
+    from numgemm import operands, registry, tuning
+    from numgemm.kernel import prebuild
+    from numgemm.toolchain import target_name
 
     batch, M, N, K = map(int, args.shape.lower().split("x"))
-    chosen = [(p, n) for p in registry.PRESETS for n in registry.names(p)] if args.all else \
-        [("tuned", n) for n in args.kernels]
     cc = tuple(cuda.get_current_device().compute_capability)
+    if args.all:
+        chosen = [(f"{p}/{n}", p, registry.get(n, p)) for p in registry.PRESETS for n in registry.names(p)]
+        chosen += [(f"winner/{name}", "tuned", c) for c, name in tuning.winners(target_name(cc)).items()]
+    else:
+        chosen = [(f"tuned/{n}", "tuned", registry.get(n)) for n in args.kernels]
+    runnable = [c for _, _, c in chosen if c.unsupported(cc) is None]
+    needed, hits, built, secs = prebuild(runnable, cc, args.jobs)
+    print(f"{needed} kernels: {hits} from the cache, {built} built in {secs:.0f} s", flush=True)
+    if args.build_only:
+        return 0
     rng, bad = np.random.default_rng(), 0
-    for preset, name in chosen:
-        cfg = registry.get(name, preset)
+    for label, preset, cfg in chosen:
         why = cfg.unsupported(cc)
         if why:
-            print(f"{preset}/{name}: skipped: {why}")
+            print(f"{label}: skipped: {why}")
             continue
         k = K - 1 if cfg.precision == "int4" else K
         a, b, ref = operands.kernel_operands(cfg, batch, M, N, k, rng)
         out = operands.poisoned(cfg.precision, (batch, M, N), cfg.acc)
-        numgemm.gemm(a, b, precision=cfg.precision, kernel=name, preset=preset, out=out, k=k)
+        numgemm.gemm(a, b, precision=cfg.precision, kernel=cfg, preset=preset, out=out, k=k)
         why = operands.mismatch(out.copy_to_host(), ref, cfg.precision, cfg.acc)
         bad += why is not None
-        print(f"{preset}/{name}: {'ok' if why is None else 'WRONG: ' + why}", flush=True)
+        print(f"{label}: {'ok' if why is None else 'WRONG: ' + why}", flush=True)
     return 1 if bad else 0
 
 

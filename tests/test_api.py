@@ -7,8 +7,8 @@ import pytest
 import numgemm
 from tests.conftest import HAVE_GPU
 
-
-@pytest.mark.parametrize("a,b,kw,error,message", [
+#: Bad inputs, each with its exception and message: all refused before a GPU is needed.
+BAD_INPUTS = [
     (np.zeros((4, 4), np.float32), np.zeros((4, 4), np.float32), {}, TypeError, "cannot infer the precision"),
     (np.zeros((4, 4), np.int8), np.zeros((4, 4), np.float16), {}, TypeError, "int8 takes b as int8"),
     (np.zeros((4, 4), np.uint8), np.zeros((4, 4), np.uint8), {}, TypeError, "cannot infer"),
@@ -28,10 +28,57 @@ from tests.conftest import HAVE_GPU
     (np.zeros((4, 16), np.int8), np.zeros((8, 16), np.int8).T, dict(kernel=3), TypeError, "registered name"),
     (np.zeros((4, 16), np.int8), np.zeros((8, 16), np.int8).T, dict(kernel="fp16_ptx_mma"), ValueError,
      "is fp16; the operands are int8"),
-])
+    (np.full((4, 140000), -128, np.int8), np.full((4, 140000), -128, np.int8).T, {}, ValueError,
+     "K <= 131071 keeps the worst case"),
+]
+
+
+@pytest.mark.parametrize("a,b,kw,error,message", BAD_INPUTS)
 def test_bad_input_is_named(a, b, kw, error, message):
     with pytest.raises(error, match=message):
         numgemm.gemm(a, b, **kw)
+
+
+#: ... and those refused where the GPU's path reads the operands' strides.
+ON_THE_GPU = [
+    (np.zeros((4, 16), np.int8), np.zeros((16, 8), np.int8), {}, ValueError, "take B as NK"),
+]
+
+
+@pytest.mark.gpu
+def test_every_refused_call_leaves_the_gpu_usable(rng):
+    """The bad inputs above, on the GPU machine (where the checks after the
+    GPU's own run too), each refused with its message and followed by a
+    correct GEMM in the same context."""
+    for a, b, kw, error, message in BAD_INPUTS + ON_THE_GPU:
+        with pytest.raises(error, match=message):
+            numgemm.gemm(a, b, **kw)
+        x, yt = (rng.integers(-128, 128, s, dtype=np.int8) for s in ((33, 48), (20, 48)))
+        np.testing.assert_array_equal(numgemm.gemm(x, yt.T), x.astype(np.int64) @ yt.T.astype(np.int64))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", ["fp16", "int8", "int4"])
+@pytest.mark.parametrize("M,N,K", [(1, 1, 2), (5, 1, 64), (1, 7, 2), (3, 9, 1), (1, 1, 1)])
+@pytest.mark.parametrize("on_device", [False, True])
+def test_one_wide_dimensions(precision, M, N, K, on_device, rng):
+    """M, N or K of one, in the documented forms (INT8 and INT4: b = bt.T,
+    packed for INT4; FP16: K x N): a one-wide B has both layouts' strides,
+    and the documented form decides."""
+    from numba import cuda
+
+    from numgemm import operands
+
+    a, bt = operands.values(precision, 1, M, N, K, rng)
+    ref = operands.expected(precision, a, bt)[0]
+    x, y = operands.in_layout(precision, "kn" if precision == "fp16" else "nk", a[0], bt[0])
+    if on_device:                   # as device arrays, B still a transposed view
+        x, y = cuda.to_device(x), (numgemm.transposed(cuda.to_device(np.ascontiguousarray(y.T)))
+                                   if precision != "fp16" else cuda.to_device(y))
+    got = numgemm.gemm(x, y, precision=precision, k=K if precision == "int4" else None)
+    got = got if isinstance(got, np.ndarray) else got.copy_to_host()
+    assert got.shape == (M, N)
+    assert operands.mismatch(got[None], ref[None], precision) is None
 
 
 @pytest.mark.parametrize("a,b,kw,shape,dtype", [
@@ -128,15 +175,19 @@ def test_peer_arrays_without_copies(lib, rng):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("lib,k", [("numba", 96), ("numba", 77), ("torch", 96), ("torch", 77)])
-def test_a_repeated_call_reads_the_new_data(lib, k, rng):
+@pytest.mark.parametrize("lib,k,split", [("numba", 96, 1), ("numba", 77, 1), ("torch", 96, 1), ("torch", 77, 1),
+                                         ("numba", 1024, 4)])
+def test_a_repeated_call_reads_the_new_data(lib, k, split, rng):
     """gemm(..., out=) again on the same arrays takes its prepared launch
     (K = 96) or, where a row had to be padded into a copy (K = 77), the whole
     path; either way new data written into the same arrays, and a new array
-    at another address, give the new product, never the last one."""
+    at another address, give the new product, never the last one. split:
+    a split-K kernel, whose prepared launch is two (the partial sums, their sum)."""
     from numba import cuda
 
-    from numgemm import api
+    from numgemm import api, registry
+
+    kernel = registry.get("int8_ptx_mma_k32_m16").replace(split_k=split) if split > 1 else None
 
     def fresh():
         return (rng.integers(-128, 128, (64, k), dtype=np.int8), rng.integers(-128, 128, (48, k), dtype=np.int8))
@@ -152,7 +203,7 @@ def test_a_repeated_call_reads_the_new_data(lib, k, rng):
         transpose = numgemm.transposed
     a, bt = fresh()
     da, dbt = dev(a), dev(bt)
-    numgemm.gemm(da, transpose(dbt), out=out)
+    numgemm.gemm(da, transpose(dbt), out=out, kernel=kernel)
     before = len(api._LAUNCHES)
     for _ in range(3):
         a, bt = fresh()
@@ -160,11 +211,11 @@ def test_a_repeated_call_reads_the_new_data(lib, k, rng):
             da.copy_(torch.from_numpy(a)), dbt.copy_(torch.from_numpy(bt))
         else:
             da.copy_to_device(a), dbt.copy_to_device(bt)
-        assert numgemm.gemm(da, transpose(dbt), out=out) is out
+        assert numgemm.gemm(da, transpose(dbt), out=out, kernel=kernel) is out
         np.testing.assert_array_equal(host(out), a.astype(np.int64) @ bt.T.astype(np.int64))
     assert len(api._LAUNCHES) == before      # nothing new to prepare: the same call, or never kept
     a2, bt2 = fresh()
-    numgemm.gemm(dev(a2), transpose(dev(bt2)), out=out)        # other addresses: prepared afresh
+    numgemm.gemm(dev(a2), transpose(dev(bt2)), out=out, kernel=kernel)   # other addresses: prepared afresh
     np.testing.assert_array_equal(host(out), a2.astype(np.int64) @ bt2.T.astype(np.int64))
 
 

@@ -526,8 +526,9 @@ class KernelConfig:
         if self.shared_view.bk_bytes != SWIZZLE_BYTES:
             err.append(f"wgmma reads rows of {SWIZZLE_BYTES} bytes of K in the swizzle: bk={self.bk} is "
                        f"{self.shared_view.bk_bytes} bytes in shared memory")
-        if not self.shared_view.prec.wgmma or self.bn != 256:
-            err.append(f"wgmma: routines for N = 256 with f16 or s8 operands, got bn={self.bn}, {self.precision}")
+        if not self.shared_view.prec.wgmma or self.bn not in (128, 256):
+            err.append(f"wgmma: routines for N = 128 and 256 with f16 or s8 operands, got bn={self.bn}, "
+                       f"{self.precision}")
         if self.copy != ("cp_async" if self.widens_tile else "tma") or self.linkage != "inline" \
                 or self.unpack not in ("none", "tile", "tile_scaled"):
             err.append("wgmma: its stages come by TMA (copy=tma), or for INT4 widened by the producer "

@@ -77,6 +77,10 @@ class Precision:
     def ceiling_k(self):
         return int(self.ceiling.split("k")[1].split("_")[0])
 
+    def wgmma_at(self, n):
+        """The wgmma routine of N = n (128 or 256)."""
+        return self.wgmma.replace("n256", f"n{n}")
+
     @property
     def wgmma_k(self):
         """k of the wgmma routine (16 for f16, 32 for s8); 0 where there is none."""

@@ -215,7 +215,10 @@ def test_tma_operands_of_every_shape(name, rng):
                                          ("int8_wgmma", dict(cluster=2, persistent=True)),
                                          ("int4_wgmma_unpack_s8", dict(persistent=False)),
                                          ("int4_wgmma_unpack_s8_exact", {}),
-                                         ("fp16_wgmma", dict(b_layout="nk", cluster=2, persistent=True))])
+                                         ("fp16_wgmma", dict(b_layout="nk", cluster=2, persistent=True)),
+                                         ("fp16_wgmma", dict(bn=128)), ("int8_wgmma", dict(bn=128, cluster=1)),
+                                         ("int8_wgmma", dict(bm=64, warps_m=4, bn=128)),
+                                         ("fp16_wgmma", dict(bm=64, warps_m=4, bn=128, persistent=False))])
 def test_wgmma_clusters_and_persistent_tiles(name, fields, rng):
     """A cluster pairs tile rows (an odd count leaves a CTA past M, which must
     still share its part of B and store nothing); a persistent grid walks
@@ -299,6 +302,16 @@ def test_scaled_widening_is_exact_to_its_k_limit(name, rng):
     with pytest.raises(ValueError, match="exact for K <="):
         wide = np.full((16, K + 1), -8)
         numgemm.gemm(pack_int4(wide), pack_int4(wide).T, precision="int4", kernel=name)
+
+
+@pytest.mark.parametrize("name,fields", [("fp16_wgmma", dict(bn=128)), ("int8_wgmma", dict(bm=64, warps_m=4, bn=128))])
+def test_wgmma_in_tiles_of_128_columns(name, fields):
+    """m64n128: 64 accumulators a consumer thread, no spills, the producer's
+    registers still handed over."""
+    cfg = registry.get(name).replace(**fields)
+    b = build_config(cfg, "sm_90")
+    assert b.count(expected_sass(cfg, "sm_90")[0]) >= 1 and "64x128" in expected_sass(cfg, "sm_90")[0]
+    assert b.local_bytes == 0 and b.calls == 0 and b.count("USETMAXREG.TRY_ALLOC") == 1
 
 
 def test_split_k_changes_only_the_k_range():

@@ -1,7 +1,8 @@
 """The wgmma warp routine (sm_90a; ptx_asm/wgmma.ptx, through numgemm.primitives).
 
 A consumer warpgroup computes 64 rows x bn of the block tile with
-wgmma.mma_async m64n256, its 128 accumulators a thread in registers. Its A
+wgmma.mma_async m64n256 (or m64n128), its 128 (64) accumulators a thread
+in registers. Its A
 rows and all of B are read from the stage's 128-byte swizzled tiles, as TMA
 landed them, through matrix descriptors: A and an N x K B are K-major (a k
 step moves the descriptor along the row), a K x N B (fp16) is N-major (the
@@ -29,7 +30,7 @@ def routine(cfg):
     cfg, scaled = cfg.shared_view, cfg.scaled
     ptx = P.routines("inline")
     kn = cfg.b_layout == "kn"
-    mma = getattr(ptx, cfg.prec.wgmma + ("_tb" if kn else ""))
+    mma = getattr(ptx, cfg.prec.wgmma_at(cfg.bn) + ("_tb" if kn else ""))
     n_acc = cfg.bm * cfg.bn // (cfg.threads - cfg.producer_threads)
     ksb = cfg.kstep_bytes
     # A descriptor's step for one k step, in its 16-byte units: along the 128-byte

@@ -117,10 +117,11 @@ def _exact_for(cfg, K):
 
 def candidates(precision, cc, shape, sms):
     """{label: config}: the first round of the search at one shape. The
-    registered kernels gemm() may choose on this GPU; where a block-tile mma
+    registered kernels gemm() may choose on this GPU; where a block-tile
     kernel's tiles fill fewer than two waves of the SMs, the same kernel in
-    smaller block tiles; and each of those split over K where it still leaves
-    SMs idle, by factors that give every block at least two k-tiles."""
+    smaller block tiles; and each mma one of those split over K where it
+    still leaves SMs idle, by factors that give every block at least two
+    k-tiles."""
     M, N, K = shape
     pool = {}
     for name in registry.choices(precision, cc):
@@ -128,29 +129,35 @@ def candidates(precision, cc, shape, sms):
         if base.bm == 16 and M > 64:         # small-M tiles: for small M only
             continue
         pool[name] = base
-        if base.op != "mma":
+        if base.widens_tile:
             continue
         tilings = {"": base}
-        if base.bm > 16 and base.grid_blocks(M, N, sms) < 2 * sms:
+        if base.bm > 16 and -(-M // base.bm) * -(-N // base.bn) < 2 * sms:
             tilings.update(_smaller_tiles(base))
         for tag, cfg in tilings.items():
             pool[name + tag] = cfg
             tiles, ktiles = cfg.grid_blocks(M, N, sms), -(-cfg.prec.kbytes(K) // cfg.bk_bytes)
-            for split in SPLITS:
+            for split in SPLITS if cfg.op == "mma" else ():
                 if tiles < 2 * sms and tiles * split <= 4 * sms and ktiles >= 2 * split:
                     pool[f"{name}{tag}_split{split}"] = cfg.replace(split_k=split)
     return pool
 
 
 def _smaller_tiles(cfg):
-    """{tag: config}: cfg in 128 x 128 and 64 x 64 block tiles of four warps
-    (FP16's K x N swizzled B: warps 64 columns wide), where valid."""
+    """{tag: config}: cfg in smaller block tiles, where valid: mma in 128 x 128
+    and 64 x 64 tiles of four warps (FP16's K x N swizzled B: warps 64
+    columns wide); wgmma with N = 128, in two consumer warpgroups or one."""
+    if cfg.op == "wgmma":
+        shapes = {"_128x128": dict(bn=128), "_64x128": dict(bm=64, warps_m=4, bn=128)}
+    else:
+        shapes = {}
+        for bm, bn in ((128, 128), (64, 64)):
+            wn = 64 if cfg.b_layout == "kn" and cfg.swizzle else bn // 2
+            shapes[f"_{bm}x{bn}"] = dict(bm=bm, bn=bn, warps_m=4 * wn // bn if bn // wn == 1 else 2, warps_n=bn // wn)
     out = {}
-    for bm, bn in ((128, 128), (64, 64)):
-        wn = 64 if cfg.b_layout == "kn" and cfg.swizzle else bn // 2
+    for tag, change in shapes.items():
         try:
-            out[f"_{bm}x{bn}"] = cfg.replace(bm=bm, bn=bn, warps_m=4 * wn // bn if bn // wn == 1 else 2,
-                                             warps_n=bn // wn)
+            out[tag] = cfg.replace(**change)
         except ValueError:
             continue
     return out

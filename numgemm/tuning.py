@@ -13,7 +13,8 @@ fastest of each shape is written to a JSON file per GPU architecture
 (sm_90.json) in the kernel cache's folder, tuned/.
 
 numgemm ships the winners measured on an H200 (numgemm/tuned/sm_90.json);
-a user's own file in the cache folder takes precedence over it. For a
+a user's own file in the cache folder takes precedence over it, class by
+class (precision, B layout, class of M). For a
 problem, gemm() takes the entry of its precision and B layout in the same
 class of M whose N and K are nearest (in log2), and registry.default where
 no file or entry fits. plan_gemm(...).cfg names the kernel; the logger
@@ -54,34 +55,36 @@ def winners_files(arch):
 
 @functools.cache
 def _entries(arch, user_file):
-    """{(precision, b_layout, m class): [(n, k, config, name)]} from the first
-    winners file of arch that exists; entries that no longer make a config
-    (fields renamed, values refused) are left out with a warning."""
-    path = next((p for p in winners_files(arch) if p.is_file()), None)
+    """{(precision, b_layout, m class): (path, [(n, k, config, name)])} from the
+    winners files of arch: the user's entries of a class replace the package's
+    of that class. Entries that no longer make a config (fields renamed,
+    values refused) are left out with a warning, a file that cannot be read
+    as a whole too."""
     table = {}
-    if path is None:
-        return table, None
-    try:
-        doc = json.loads(path.read_text())
-        entries = doc["entries"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        warnings.warn(f"numgemm: tuned winners {path} unreadable ({e}); using the registry's defaults",
-                      stacklevel=3)
-        return table, None
-    for e in entries:
+    for path in reversed(winners_files(arch)):          # the package's first, then the user's over them
+        if not path.is_file():
+            continue
         try:
-            cfg = KernelConfig(**e["config"])
-            key = (e["precision"], cfg.b_layout, m_class(int(e["m"])))
-            table.setdefault(key, []).append((int(e["n"]), int(e["k"]), cfg, e.get("kernel", cfg.name)))
-        except (KeyError, TypeError, ValueError) as err:
-            warnings.warn(f"numgemm: tuned winner {e.get('kernel')} in {path} left out: {err}", stacklevel=3)
-    return table, path
+            entries = json.loads(path.read_text())["entries"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            warnings.warn(f"numgemm: tuned winners {path} unreadable ({e}); left out", stacklevel=3)
+            continue
+        mine = {}
+        for e in entries:
+            try:
+                cfg = KernelConfig(**e["config"])
+                key = (e["precision"], cfg.b_layout, m_class(int(e["m"])))
+                mine.setdefault(key, (path, []))[1].append((int(e["n"]), int(e["k"]), cfg, e.get("kernel", cfg.name)))
+            except (KeyError, TypeError, ValueError) as err:
+                warnings.warn(f"numgemm: tuned winner {e.get('kernel')} in {path} left out: {err}", stacklevel=3)
+        table.update(mine)
+    return table
 
 
 def winners(arch):
     """{config: name} of every winner in the file gemm() reads for arch ({} where none)."""
-    table, _ = _entries(arch, str(winners_files(arch)[0]))
-    return {c: name for entries in table.values() for _, _, c, name in entries}
+    table = _entries(arch, str(winners_files(arch)[0]))
+    return {c: name for _, entries in table.values() for _, _, c, name in entries}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -92,9 +95,8 @@ def choose(precision, b_layout, M, N, K, cc, preset="tuned"):
     cfg, why = None, "registry.default"
     if preset == "tuned":
         arch = target_name(cc)
-        table, path = _entries(arch, str(winners_files(arch)[0]))
-        near = sorted(table.get((precision, b_layout, m_class(M)), ()),
-                      key=lambda e: (math.log2(N / e[0])) ** 2 + (math.log2(K / e[1])) ** 2)
+        path, entries = _entries(arch, str(winners_files(arch)[0])).get((precision, b_layout, m_class(M)), (None, ()))
+        near = sorted(entries, key=lambda e: (math.log2(N / e[0])) ** 2 + (math.log2(K / e[1])) ** 2)
         for n, k, c, name in near:
             c = _exact_for(c, K)
             if c.unsupported(cc) is None:

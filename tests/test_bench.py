@@ -97,3 +97,18 @@ def test_a_bad_selection_is_one_line_and_exit_2(argv, message, capsys):
     assert bench.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err and err.startswith("bench.py: ")
+
+
+def test_default_is_gemms_choice_at_each_shape():
+    """--kernels default needs no registered name; each shape's pick is what
+    gemm() would run there (the tuned winners, else the registry's default)."""
+    from numgemm import tuning
+
+    args = bench.parse(["--kernels", "default", "--shapes", "llm"])
+    bench._check_selection(args)                 # refuses nothing
+    assert bench.wants_default(args) and bench.select(args) == []
+    for shape in bench.shapes_of(args):
+        preset, name, cfg = bench.default_pick("int8", shape, (9, 0))
+        assert (preset, name) == ("tuned", "default")
+        assert cfg == tuning.choose("int8", "nk", *shape, (9, 0))
+    assert bench.parse(["--tune", "--tune-out", "w.json"]).tune_out == "w.json"

@@ -14,8 +14,10 @@ H200 = (9, 0)
 
 @pytest.fixture
 def user_winners(tmp_path, monkeypatch):
-    """A cache folder of the test's own, with a winners file written into it."""
+    """A cache folder of the test's own, with a winners file written into it;
+    the package's winners out of the way (an empty folder)."""
     monkeypatch.setenv("NUMGEMM_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(tuning, "SHIPPED", tmp_path / "shipped")
     tuning._entries.cache_clear()
     tuning.choose.cache_clear()
 
@@ -81,6 +83,20 @@ def test_choose_takes_the_nearest_winner_of_the_class(user_winners):
                                                         args[5], args[2], args[4])
 
 
+def test_the_users_classes_replace_the_packages(user_winners, tmp_path):
+    """A user's file replaces the package's entries class by class; a class it
+    lacks still comes from the package."""
+    shipped = registry.get("int8_ptx_mma_k32_m16").replace(stages=5)
+    mine = registry.get("int8_ptx_mma_k32_m16").replace(split_k=2)
+    (tmp_path / "shipped").mkdir()
+    tile = registry.get("int8_ptx_tma")
+    (tmp_path / "shipped" / "sm_90.json").write_text(json.dumps({"entries": [
+        entry("int8", 16, 8192, 8192, shipped), entry("int8", 64, 8192, 8192, tile)]}))
+    user_winners([entry("int8", 16, 8192, 8192, mine)])
+    assert tuning.choose("int8", "nk", 16, 8192, 8192, H200) == mine
+    assert tuning.choose("int8", "nk", 64, 8192, 8192, H200) == tile
+
+
 def test_choose_widens_exactly_past_the_scaled_reach(user_winners):
     scaled = registry.get("int4_ptx_unpack_s8_m16").replace(split_k=2)
     user_winners([entry("int4", 16, 8192, 8192, scaled)])
@@ -115,6 +131,7 @@ def test_shipped_winners_cover_every_class_and_build(monkeypatch, tmp_path):
     got = {(e["precision"], e["m"], e["n"], e["k"]) for e in doc["entries"]}
     assert got == {(p, *s) for p in ("fp16", "int8", "int4") for s in tuning.SHAPES}
     monkeypatch.setenv("NUMGEMM_CACHE_DIR", str(tmp_path))      # no user file in the way
+    monkeypatch.setattr(tuning, "SHIPPED", SHIPPED.parent)
     tuning._entries.cache_clear()
     tuning.choose.cache_clear()
     try:

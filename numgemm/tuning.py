@@ -134,7 +134,7 @@ def candidates(precision, cc, shape, sms):
         if base.widens_tile:
             continue
         tilings = {"": base}
-        if base.bm > 16 and -(-M // base.bm) * -(-N // base.bn) < 2 * sms:
+        if -(-M // base.bm) * -(-N // base.bn) < 2 * sms:
             tilings.update(_smaller_tiles(base))
         for tag, cfg in tilings.items():
             pool[name + tag] = cfg
@@ -148,9 +148,12 @@ def candidates(precision, cc, shape, sms):
 def _smaller_tiles(cfg):
     """{tag: config}: cfg in smaller block tiles, where valid: mma in 128 x 128
     and 64 x 64 tiles of four warps (FP16's K x N swizzled B: warps 64
-    columns wide); wgmma with N = 128, in two consumer warpgroups or one."""
+    columns wide), small-M tiles 32 columns wide; wgmma with N = 128, in two
+    consumer warpgroups or one."""
     if cfg.op == "wgmma":
         shapes = {"_128x128": dict(bn=128), "_64x128": dict(bm=64, warps_m=4, bn=128)}
+    elif cfg.bm == 16:              # small-M: half as wide, the same warps sharing more of K
+        shapes = {"_16x32": dict(bn=32, warps_n=max(1, cfg.warps_n // 2), warps_k=cfg.warps_k * 2)}
     else:
         shapes = {}
         for bm, bn in ((128, 128), (64, 64)):

@@ -1,0 +1,28 @@
+"""Merge a --tune run over some shapes into a winners file.
+
+    python scripts/merge_winners.py numgemm/tuned/sm_90.json skinny.json merged.json
+
+Entries of the same (precision, M, N, K) are replaced by the newer run's, the
+others kept; the command of the newer run is appended to the file's. (How the
+shipped sm_90 winners got their M = 1 and 16 entries: results/2026-12-01-h200-shapes.)
+"""
+
+import json
+import sys
+
+
+def main(base, new, out):
+    b, n = (json.load(open(p)) for p in (base, new))
+
+    def key(e):
+        return e["precision"], e["m"], e["n"], e["k"]
+    fresh = {key(e): e for e in n["entries"]}
+    b["entries"] = [fresh.pop(key(e), e) for e in b["entries"]] + list(fresh.values())
+    b["command"] = b["command"] + "; then, for M = 1 and 16: " + n["command"]
+    with open(out, "w") as fh:
+        json.dump(b, fh, indent=1)
+        fh.write("\n")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])

@@ -27,12 +27,12 @@ import numpy as np
 
 from . import operands
 from .cli import UsageError, entry, kernel_names
+from .measure import bytes_moved, check, log, operand_sets, prebuild, timed
 from .precision import PRECISIONS
 from .toolchain import TARGETS
 
 PRECISION_ORDER = ("fp16", "int8", "int4")
 SIZES = (512, 1024, 2048, 4096, 8192)
-CHECK_SHAPE = (2, 520, 1000, 776)          # batch, M, N, K: not multiples of any tile
 PROFILED = []                              # under --profile's ncu: the bracketed launches, in order
 
 
@@ -59,10 +59,6 @@ class Row:
     sm_mhz: float = math.nan         # SM clock and board power while the timed launches run
     power_w: float = math.nan
     flags: str = ""                  # "above the mma.sync ceiling", "grows faster than work"
-
-
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
 
 
 # --- the mma.sync ceiling ----------------------------------------------------------
@@ -297,13 +293,13 @@ def run(args):
     if "int4" in args.precision:
         log(registry.describe_default("int4", cc))
     shapes = shapes_of(args)
-    _prebuild([c for _, _, c in select(args) if not c.unsupported(cc)], cc, args.jobs)
+    prebuild([c for _, _, c in select(args) if not c.unsupported(cc)], cc, args.jobs)
     for precision in PRECISION_ORDER:
         chosen = [c for c in select(args) if c[2].precision == precision]
         picks = {shape: default_pick(precision, shape, cc) for shape in shapes} if wants_default(args) else {}
         if precision not in args.precision or not (chosen or picks):
             continue
-        checked = _check(precision, chosen + list(dict.fromkeys(picks.values())), cc, rng)
+        checked = check(precision, chosen + list(dict.fromkeys(picks.values())), cc, rng)
         for M, N, K in shapes:
             label = f"{M}x{N}x{K}" if args.shapes else M
             here = chosen + ([picks[M, N, K]] if picks else [])
@@ -337,64 +333,6 @@ def shapes_of(args):
         names = LLM_SHAPES if args.shapes == ["llm"] else args.shapes
         return [tuple(map(int, x.lower().split("x"))) for x in names]
     return [(n, n, n) for n in args.sizes]
-
-
-def bytes_moved(precision, batch, M, N, K):
-    """The bytes a GEMM moves at the least: A and B read once, C written once
-    (4-byte elements): what its GB/s counts, and its working set."""
-    return batch * (PRECISIONS[precision].bits / 8 * (M + N) * K + 4 * M * N)
-
-
-def _prebuild(cfgs, cc, jobs):
-    """Every kernel the run needs, built before anything is timed: the cache's,
-    or built jobs at a time."""
-    from . import cache
-    from .kernel import prebuild
-
-    if not cache.enabled():
-        log(f"kernels: {len(set(cfgs))} needed; the cache is off (NUMGEMM_CACHE=0), each builds when first used")
-        return
-    needed, hits, built, secs = prebuild(cfgs, cc, jobs)
-    log(f"kernels: {needed} needed, {hits} from the cache ({cache.folder()}), {built} built in {secs:.1f} s "
-        f"with {jobs} jobs")
-
-
-def _check(precision, chosen, cc, rng):
-    """{(preset, config): (status, compile s)}: each kernel compiled and
-    checked once against the exact reference, on an irregular batched shape."""
-    from numba import cuda
-
-    from .api import plan_gemm
-
-    batch, M, N, K = CHECK_SHAPE
-    a, b = operands.values(precision, batch, M, N, K, rng)
-    ref = operands.expected(precision, a, b)
-    dev_ops, checked = {}, {}
-    for preset, kname, cfg in chosen:
-        log(f"[{precision}] compile + check {preset}/{kname} ({cfg.name})")
-        why = cfg.unsupported(cc)
-        if why:
-            log(f"  {kname}: not launched: {why}")
-            checked[preset, cfg] = ("n/a", math.nan)
-            continue
-        if cfg.b_layout not in dev_ops:
-            dev_ops[cfg.b_layout] = operands.to_device(precision, cfg.b_layout, a, b)
-        da, db = dev_ops[cfg.b_layout]
-        out = operands.poisoned(precision, (batch, M, N), cfg.acc)
-        t0 = time.perf_counter()
-        compile_s = math.nan
-        try:
-            plan = plan_gemm(da, db, precision=precision, kernel=cfg, out=out, k=K)
-            compile_s = time.perf_counter() - t0
-            plan.launch()
-            cuda.synchronize()
-            why = operands.mismatch(out.copy_to_host(), ref, precision, cfg.acc)
-        except Exception as e:  # noqa: BLE001 - a failing kernel is reported, not fatal
-            why = f"{type(e).__name__}: {e}"
-        if why:
-            log(f"  {kname}: FAIL against the reference: {why}")
-        checked[preset, cfg] = ("FAIL" if why else "ok", compile_s)
-    return checked
 
 
 def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times, rng):
@@ -466,31 +404,6 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
             times.setdefault(("library", precision, label), ms)     # x library: the vendor's, listed first
         rows.append(row)
     return rows
-
-
-def operand_sets(precision, batch, shape, rng):
-    """Host operands of one shape: as many sets (up to 8) as it takes for the
-    rotated inputs to overflow L2 three times (timed runs read from DRAM)."""
-    from numba import cuda
-
-    M, N, K = shape
-    l2 = getattr(cuda.get_current_device(), "L2_CACHE_SIZE", 50 * 2**20)
-    sets = min(8, max(1, math.ceil(3 * l2 / bytes_moved(precision, batch, M, N, K))))
-    return [operands.values(precision, batch, M, N, K, rng) for _ in range(sets)]
-
-
-def timed(precision, cfg, shape, dev_sets, host_sets, args, rng, between=None, during=None):
-    """(median ms, sampled check passed, plans, outputs) of cfg's kernel
-    launched over the rotated operand sets, each into its own poisoned output."""
-    from .api import plan_gemm
-    from .timing import time_gpu
-
-    M, N, K = shape
-    outs = [operands.poisoned(precision, (args.batch, M, N), cfg.acc) for _ in host_sets]
-    plans = [plan_gemm(x, y, precision=precision, kernel=cfg, out=o, k=K) for (x, y), o in zip(dev_sets, outs)]
-    ms, _ = time_gpu(lambda i: plans[i % len(plans)].launch(), repeats=args.repeats, between=between, during=during)
-    a, b = host_sets[0]
-    return ms, operands.sample_matches(outs[0].copy_to_host(), a, b, precision, rng, cfg.acc), plans, outs
 
 
 def _bandwidth(row, nbytes, args):
@@ -671,7 +584,7 @@ def parse(argv):
     ap.add_argument("--plot", metavar="DIR", help="also draw a roofline and one bar chart per family (matplotlib)")
     ap.add_argument("--tune", action="store_true",
                     help="search each precision's kernels, tilings and split-K factors over shape classes "
-                         "and write the winners gemm() reads (numgemm.tuning)")
+                         "and write the winners gemm() reads (numgemm.tune)")
     ap.add_argument("--tune-out", metavar="FILE",
                     help="where --tune writes (default: the kernel cache folder's tuned/<arch>.json)")
     ap.add_argument("--csv", help="also write the rows as CSV")
@@ -794,10 +707,10 @@ def main(argv=None):
                        tablefmt="github", disable_numparse=True))
         return 0
     if args.tune:
-        from .tuning import tune
+        from .tune import tune
 
         args.argv = argv
-        tune(args)
+        tune(args, shapes_of(args) if args.shapes else None)
         return 0
     device, ceilings, rows = run(args)
     if args.profile_launches is not None:

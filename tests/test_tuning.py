@@ -1,11 +1,11 @@
-"""numgemm.tuning: the search's candidates, the winners files and gemm()'s choice."""
+"""numgemm.tuning: the winners files and gemm()'s choice."""
 
 import json
 import warnings
 
 import pytest
 
-from numgemm import registry, tuning
+from numgemm import registry, tune, tuning
 from numgemm.config import KernelConfig
 from numgemm.kernel import build_config, prebuild_offline
 
@@ -40,31 +40,6 @@ def entry(precision, m, n, k, cfg):
 def test_m_classes():
     assert [tuning.m_class(m) for m in (1, 2, 16, 17, 64, 65, 256, 257, 5000)] == [1, 16, 16, 64, 64, 256, 256,
                                                                                   1024, 1024]
-
-
-@pytest.mark.parametrize("precision", ["fp16", "int8", "int4"])
-@pytest.mark.parametrize("shape", tuning.SHAPES)
-def test_candidates_are_bounded_and_valid(precision, shape):
-    """The first round: at most 40 configs, each valid, the registry default
-    among them; split-K only where the tiles leave SMs idle, every block with
-    at least two k-tiles."""
-    pool = tuning.candidates(precision, H200, shape, 132)
-    assert 1 <= len(pool) <= 40
-    M, N, K = shape
-    assert registry.default(precision, pool[next(iter(pool))].b_layout, "tuned", H200, M, K) in pool.values()
-    for label, cfg in pool.items():
-        assert cfg.unsupported(H200) is None and cfg.precision == precision
-        if cfg.split_k > 1:
-            assert cfg.grid_blocks(M, N, 132) < 2 * 132, label
-            assert -(-cfg.prec.kbytes(K) // cfg.bk_bytes) >= 2 * cfg.split_k, label
-    assert all(c.bm == 16 for c in pool.values() if c.bm == 16) and (M <= 64 or all(c.bm > 16 for c in pool.values()))
-
-
-def test_neighbours_are_one_field_away():
-    cfg = registry.get("int8_ptx_mma_k32")
-    for label, other in tuning.neighbours(cfg).items():
-        changed = [f for f, v in cfg.describe().items() if other.describe()[f] != v]
-        assert len(changed) == 1, (label, changed)
 
 
 def test_choose_takes_the_nearest_winner_of_the_class(user_winners):
@@ -129,7 +104,7 @@ def test_shipped_winners_cover_every_class_and_build(monkeypatch, tmp_path):
     doc = json.loads(SHIPPED.read_text())
     assert doc["arch"] == "sm_90" and doc["device"] and doc["date"]
     got = {(e["precision"], e["m"], e["n"], e["k"]) for e in doc["entries"]}
-    assert got == {(p, *s) for p in ("fp16", "int8", "int4") for s in tuning.SHAPES}
+    assert got == {(p, *s) for p in ("fp16", "int8", "int4") for s in tune.SHAPES}
     monkeypatch.setenv("NUMGEMM_CACHE_DIR", str(tmp_path))      # no user file in the way
     monkeypatch.setattr(tuning, "SHIPPED", SHIPPED.parent)
     tuning._entries.cache_clear()

@@ -1,0 +1,102 @@
+"""Checking and timing one kernel, as the bench and the search (numgemm.tune) do.
+
+check() compiles each kernel and compares it once, every entry, with the exact
+reference on an irregular batched shape (CHECK_SHAPE, no multiple of any
+tile); timed() launches it over rotated operand sets (CUDA events behind a
+spin kernel, the median of --repeats) and samples its output again.
+"""
+
+import math
+import sys
+import time
+
+from . import operands
+from .precision import PRECISIONS
+
+CHECK_SHAPE = (2, 520, 1000, 776)          # batch, M, N, K: not multiples of any tile
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def bytes_moved(precision, batch, M, N, K):
+    """The bytes a GEMM moves at the least: A and B read once, C written once
+    (4-byte elements): what its GB/s counts, and its working set."""
+    return batch * (PRECISIONS[precision].bits / 8 * (M + N) * K + 4 * M * N)
+
+
+def prebuild(cfgs, cc, jobs):
+    """Every kernel the run needs, built before anything is timed: the cache's,
+    or built jobs at a time."""
+    from . import cache, kernel
+
+    if not cache.enabled():
+        log(f"kernels: {len(set(cfgs))} needed; the cache is off (NUMGEMM_CACHE=0), each builds when first used")
+        return
+    needed, hits, built, secs = kernel.prebuild(cfgs, cc, jobs)
+    log(f"kernels: {needed} needed, {hits} from the cache ({cache.folder()}), {built} built in {secs:.1f} s "
+        f"with {jobs} jobs")
+
+
+def check(precision, chosen, cc, rng):
+    """{(preset, config): (status, compile s)}: each kernel compiled and
+    checked once against the exact reference, on an irregular batched shape."""
+    from numba import cuda
+
+    from .api import plan_gemm
+
+    batch, M, N, K = CHECK_SHAPE
+    a, b = operands.values(precision, batch, M, N, K, rng)
+    ref = operands.expected(precision, a, b)
+    dev_ops, checked = {}, {}
+    for preset, kname, cfg in chosen:
+        log(f"[{precision}] compile + check {preset}/{kname} ({cfg.name})")
+        why = cfg.unsupported(cc)
+        if why:
+            log(f"  {kname}: not launched: {why}")
+            checked[preset, cfg] = ("n/a", math.nan)
+            continue
+        if cfg.b_layout not in dev_ops:
+            dev_ops[cfg.b_layout] = operands.to_device(precision, cfg.b_layout, a, b)
+        da, db = dev_ops[cfg.b_layout]
+        out = operands.poisoned(precision, (batch, M, N), cfg.acc)
+        t0 = time.perf_counter()
+        compile_s = math.nan
+        try:
+            plan = plan_gemm(da, db, precision=precision, kernel=cfg, out=out, k=K)
+            compile_s = time.perf_counter() - t0
+            plan.launch()
+            cuda.synchronize()
+            why = operands.mismatch(out.copy_to_host(), ref, precision, cfg.acc)
+        except Exception as e:  # noqa: BLE001 - a failing kernel is reported, not fatal
+            why = f"{type(e).__name__}: {e}"
+        if why:
+            log(f"  {kname}: FAIL against the reference: {why}")
+        checked[preset, cfg] = ("FAIL" if why else "ok", compile_s)
+    return checked
+
+
+def operand_sets(precision, batch, shape, rng):
+    """Host operands of one shape: as many sets (up to 8) as it takes for the
+    rotated inputs to overflow L2 three times (timed runs read from DRAM)."""
+    from numba import cuda
+
+    M, N, K = shape
+    l2 = getattr(cuda.get_current_device(), "L2_CACHE_SIZE", 50 * 2**20)
+    sets = min(8, max(1, math.ceil(3 * l2 / bytes_moved(precision, batch, M, N, K))))
+    return [operands.values(precision, batch, M, N, K, rng) for _ in range(sets)]
+
+
+def timed(precision, cfg, shape, dev_sets, host_sets, args, rng, between=None, during=None):
+    """(median ms, sampled check passed, plans, outputs) of cfg's kernel
+    launched over the rotated operand sets, each into its own poisoned output."""
+    from .api import plan_gemm
+    from .timing import time_gpu
+
+    M, N, K = shape
+    outs = [operands.poisoned(precision, (args.batch, M, N), cfg.acc) for _ in host_sets]
+    plans = [plan_gemm(x, y, precision=precision, kernel=cfg, out=o, k=K) for (x, y), o in zip(dev_sets, outs)]
+    ms, _ = time_gpu(lambda i: plans[i % len(plans)].launch(), repeats=args.repeats, between=between, during=during)
+    a, b = host_sets[0]
+    return ms, operands.sample_matches(outs[0].copy_to_host(), a, b, precision, rng, cfg.acc), plans, outs

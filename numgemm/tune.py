@@ -1,0 +1,186 @@
+"""The search behind `python bench.py --tune`: the winners gemm() reads (numgemm.tuning).
+
+    python bench.py --tune                      every precision, at SHAPES
+    python bench.py --tune --precision int8 --shapes 16x8192x8192
+
+Per precision, a bounded set of candidates at shapes spread over the
+classes of M (1, 16, 64, 256, >= 1024) and N = K from 512 to 8192: the
+registered tilings gemm() may run on this GPU (registry.CHOICES: block
+tiles, small-M tiles, TMA twins, wgmma), the same in smaller block tiles
+where theirs leave SMs idle, each mma one split over K by the factors
+that still leave some; then the winner's neighbours (a stage more or
+fewer, another rasterization). Every candidate is checked exactly before
+it is timed (numgemm.measure). The fastest of each shape is written to
+the kernel cache folder's tuned/<arch>.json (or --tune-out), each
+precision as it is done.
+"""
+
+from pathlib import Path
+
+from . import registry
+from .measure import check, log, operand_sets, prebuild, timed
+from .toolchain import target_name
+from .tuning import winners_files, write
+
+#: The shapes --tune measures: M of every class against N = K of 4096 and 8192, and squares.
+SHAPES = tuple((m, n, n) for n in (4096, 8192) for m in (1, 16, 64, 256)) + \
+    tuple((n, n, n) for n in (512, 1024, 2048, 4096, 8192))
+SPLITS = (2, 4, 8)
+
+
+def candidates(precision, cc, shape, sms):
+    """{label: config}: the first round of the search at one shape. The
+    registered kernels gemm() may choose on this GPU; where a block-tile
+    kernel's tiles fill fewer than two waves of the SMs, the same kernel in
+    smaller block tiles; and each mma one of those split over K where it
+    still leaves SMs idle, by factors that give every block at least two
+    k-tiles."""
+    M, N, K = shape
+    pool = {}
+    for name in registry.choices(precision, cc):
+        base = registry.REGISTRY["tuned"][name]
+        if base.bm == 16 and M > 64:         # small-M tiles: for small M only
+            continue
+        pool[name] = base
+        if base.widens_tile:
+            continue
+        tilings = {"": base}
+        if -(-M // base.bm) * -(-N // base.bn) < 2 * sms:
+            tilings.update(_smaller_tiles(base))
+        for tag, cfg in tilings.items():
+            pool[name + tag] = cfg
+            tiles, ktiles = cfg.grid_blocks(M, N, sms), -(-cfg.prec.kbytes(K) // cfg.bk_bytes)
+            for split in SPLITS if cfg.op == "mma" else ():
+                if tiles < 2 * sms and tiles * split <= 4 * sms and ktiles >= 2 * split:
+                    pool[f"{name}{tag}_split{split}"] = cfg.replace(split_k=split)
+    return pool
+
+
+def _smaller_tiles(cfg):
+    """{tag: config}: cfg in smaller block tiles, where valid: mma in 128 x 128
+    and 64 x 64 tiles of four warps (FP16's K x N swizzled B: warps 64
+    columns wide), small-M tiles 32 columns wide; wgmma with N = 128, in two
+    consumer warpgroups or one."""
+    if cfg.op == "wgmma":
+        shapes = {"_128x128": dict(bn=128), "_64x128": dict(bm=64, warps_m=4, bn=128)}
+    elif cfg.bm == 16:              # small-M: half as wide, the same warps sharing more of K
+        shapes = {"_16x32": dict(bn=32, warps_n=max(1, cfg.warps_n // 2), warps_k=cfg.warps_k * 2)}
+    else:
+        shapes = {}
+        for bm, bn in ((128, 128), (64, 64)):
+            wn = 64 if cfg.b_layout == "kn" and cfg.swizzle else bn // 2
+            shapes[f"_{bm}x{bn}"] = dict(bm=bm, bn=bn, warps_m=4 * wn // bn if bn // wn == 1 else 2, warps_n=bn // wn)
+    out = {}
+    for tag, change in shapes.items():
+        try:
+            out[tag] = cfg.replace(**change)
+        except ValueError:
+            continue
+    return out
+
+
+def neighbours(cfg):
+    """{label suffix: config}: the second round, the winner one field away:
+    a stage more or fewer, another rasterization (block-tile kernels); those
+    that make a valid config."""
+    changes = {f"s{s}": dict(stages=s) for s in (cfg.stages - 1, cfg.stages + 1)}
+    if cfg.bm > 16 and not cfg.persistent:
+        changes.update({f"r{r}": dict(raster=r) for r in (1, 4, 16) if r != cfg.raster})
+    out = {}
+    for label, change in changes.items():
+        try:
+            out[label] = cfg.replace(**change)
+        except ValueError:          # e.g. a stage more than shared memory holds
+            continue
+    return out
+
+
+def tune(args, shapes=None):
+    """bench.py --tune: per precision and shape (default SHAPES), the first
+    round's candidates and then the winner's neighbours, each checked
+    exactly and timed on the same operands; the fastest of each shape
+    written as an entry. Returns the path written."""
+    import time
+
+    import numpy as np
+    from numba import cuda
+
+    dev = cuda.get_current_device()
+    cc, sms = tuple(dev.compute_capability), dev.MULTIPROCESSOR_COUNT
+    rng = np.random.default_rng(args.seed)
+    shapes = list(shapes or SHAPES)
+    name = dev.name.decode() if isinstance(dev.name, bytes) else dev.name
+    doc = {"arch": target_name(cc), "device": name, "date": time.strftime("%Y-%m-%d"),
+           "command": " ".join(["python bench.py", *getattr(args, "argv", ["--tune"])]),
+           "repeats": args.repeats, "entries": []}
+    path = Path(args.tune_out or winners_files(target_name(cc))[0])
+    for precision in args.precision:
+        search = _Search(precision, cc, args, rng)
+        first = {shape: candidates(precision, cc, shape, sms) for shape in shapes}
+        # Two rounds, each built at once (jobs at a time): every shape's candidates, then
+        # every shape's winner's neighbours.
+        search.ready({label: c for pool in first.values() for label, c in pool.items()})
+        times = {shape: search.measure(shape, first[shape], {}) for shape in shapes}
+        second = {}
+        for shape, t in times.items():
+            best = min(t, key=lambda c: t[c][0])
+            second[shape] = {f"{t[best][1]}_{tag}": c for tag, c in neighbours(best).items()}
+        search.ready({label: c for pool in second.values() for label, c in pool.items()})
+        for shape in shapes:
+            t = search.measure(shape, second[shape], times[shape])
+            doc["entries"].append(_entry(precision, shape, t, cc))
+            e = doc["entries"][-1]
+            log(f"[tune {precision} {'x'.join(map(str, shape))}] {e['kernel']} {e['ms']:.4f} ms "
+                f"(registry default {e['registry_default_ms']} ms), {len(t)} timed")
+        write(path, doc)            # each precision as it is done: a run cut short keeps them
+    log(f"wrote {len(doc['entries'])} winners to {path}")
+    return path
+
+
+class _Search:
+    """What --tune has built and checked so far for one precision."""
+
+    def __init__(self, precision, cc, args, rng):
+        self.precision, self.cc, self.args, self.rng = precision, cc, args, rng
+        self.checked = {}
+
+    def ready(self, pool):
+        """The configs of pool that build and pass the exact check (each checked once)."""
+        todo = [c for c in dict.fromkeys(pool.values()) if ("tuned", c) not in self.checked]
+        if todo:
+            prebuild(todo, self.cc, self.args.jobs)
+            self.checked.update(check(self.precision, [("tuned", c.name, c) for c in todo], self.cc, self.rng))
+        return {label: c for label, c in pool.items() if self.checked["tuned", c][0] == "ok"}
+
+    def measure(self, shape, pool, times):
+        """times ({config: (ms, label)}) with pool's checked configs timed at shape."""
+        from . import operands
+
+        host_sets = operand_sets(self.precision, 1, shape, self.rng)
+        dev_sets = {}
+        times = dict(times)
+        for label, cfg in self.ready(pool).items():
+            if cfg in times:
+                continue
+            if cfg.b_layout not in dev_sets:
+                dev_sets[cfg.b_layout] = [operands.to_device(self.precision, cfg.b_layout, *hs) for hs in host_sets]
+            ms, ok, _, _ = timed(self.precision, cfg, shape, dev_sets[cfg.b_layout], host_sets, self.args, self.rng)
+            if ok:
+                times[cfg] = (ms, label)
+            else:
+                log(f"  {label}: FAIL at {shape} (sampled check); left out")
+        return times
+
+
+def _entry(precision, shape, times, cc):
+    """The winners file's entry of one shape: the fastest, the runner-up, and the
+    registry default's time (timed in the same round where it was a candidate)."""
+    ranked = sorted(times, key=lambda c: times[c][0])
+    win = ranked[0]
+    M, N, K = shape
+    fallback = registry.default(precision, win.b_layout, "tuned", cc, M, K)
+    default_ms = times.get(fallback, (None,))[0]
+    return {"precision": precision, "m": M, "n": N, "k": K, "kernel": times[win][1], "config": win.describe(),
+            "ms": round(times[win][0], 5),
+            "runner_up": [times[ranked[1]][1], round(times[ranked[1]][0], 5)] if len(ranked) > 1 else None,
+            "registry_default_ms": None if default_ms is None else round(default_ms, 5)}

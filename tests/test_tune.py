@@ -1,0 +1,32 @@
+"""numgemm.tune: the search's candidates (bench.py --tune)."""
+
+import pytest
+
+from numgemm import registry, tune
+
+H200 = (9, 0)
+
+
+@pytest.mark.parametrize("precision", ["fp16", "int8", "int4"])
+@pytest.mark.parametrize("shape", tune.SHAPES)
+def test_candidates_are_bounded_and_valid(precision, shape):
+    """The first round: at most 40 configs, each valid, the registry default
+    among them; split-K only where the tiles leave SMs idle, every block with
+    at least two k-tiles."""
+    pool = tune.candidates(precision, H200, shape, 132)
+    assert 1 <= len(pool) <= 40
+    M, N, K = shape
+    assert registry.default(precision, pool[next(iter(pool))].b_layout, "tuned", H200, M, K) in pool.values()
+    for label, cfg in pool.items():
+        assert cfg.unsupported(H200) is None and cfg.precision == precision
+        if cfg.split_k > 1:
+            assert cfg.grid_blocks(M, N, 132) < 2 * 132, label
+            assert -(-cfg.prec.kbytes(K) // cfg.bk_bytes) >= 2 * cfg.split_k, label
+    assert all(c.bm == 16 for c in pool.values() if c.bm == 16) and (M <= 64 or all(c.bm > 16 for c in pool.values()))
+
+
+def test_neighbours_are_one_field_away():
+    cfg = registry.get("int8_ptx_mma_k32")
+    for label, other in tune.neighbours(cfg).items():
+        changed = [f for f, v in cfg.describe().items() if other.describe()[f] != v]
+        assert len(changed) == 1, (label, changed)

@@ -17,7 +17,7 @@ import math
 import warnings
 from pathlib import Path
 
-from . import cache, registry
+from . import registry
 from .config import KernelConfig
 from .toolchain import target_name
 
@@ -35,6 +35,8 @@ def m_class(M):
 def winners_files(arch):
     """The files gemm() reads for arch ('sm_90'), the one that counts first:
     the user's (the cache folder's tuned/), then the package's."""
+    from . import cache     # not at import: `python -m numgemm.cache` imports numgemm first
+
     return [cache.folder() / "tuned" / f"{arch}.json", SHIPPED / f"{arch}.json"]
 
 

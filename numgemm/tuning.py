@@ -34,8 +34,9 @@ def m_class(M):
 
 def winners_files(arch):
     """The files gemm() reads for arch ('sm_90'), the one that counts first:
-    the user's (the cache folder's tuned/), then the package's."""
-    from . import cache     # not at import: `python -m numgemm.cache` imports numgemm first
+    the user's (the cache folder's tuned/), then the package's. (numgemm.cache
+    is imported here, not with numgemm: `python -m numgemm.cache` runs it.)"""
+    from . import cache
 
     return [cache.folder() / "tuned" / f"{arch}.json", SHIPPED / f"{arch}.json"]
 

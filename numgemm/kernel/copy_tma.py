@@ -40,12 +40,14 @@ Boxes = namedtuple("Boxes", "dst kb0 bar issuer rank tmaps row_a b0 b1 z zb")
 
 
 #: The ring's mbarriers (ring()): each a device function of the barriers' address.
-Ring = namedtuple("Ring", "top init full wait acquire release")
+Ring = namedtuple("Ring", "place init full wait acquire release")
 
 
 def ring(cfg, full_count=1):
-    """The mbarriers of cfg's stages, after them in shared memory (top: their
-    byte offset from the stages' base): init(bars), by one thread: a "full"
+    """The mbarriers of cfg's stages, after them in shared memory: place(smem)
+    -> (sbase, bars): the stages' base, dynamic shared memory's first byte
+    raised to the swizzle's 1024-byte period, and the barriers' address after
+    the stages; init(bars), by one thread: a "full"
     barrier per stage that full_count arrivals (and the bytes they announce)
     complete, with a producer an "empty" one that the consumer warps of every
     CTA of the cluster complete; full(bars, off): the full barrier of the stage
@@ -84,7 +86,13 @@ def ring(cfg, full_count=1):
             for c in range(cl):
                 ptx.mbarrier_arrive_cluster(full(bars, off) + u32(empty_top), u32(c))
 
-    return Ring(cfg.smem_bytes - cfg.tma_bytes, device(init), full, device(wait), device(acquire), device(release))
+    top = cfg.smem_bytes - cfg.tma_bytes
+
+    def place(smem):
+        sbase = (smem + u32(1023)) & u32(0xFFFFFC00)
+        return sbase, sbase + u32(top)
+
+    return Ring(device(place), device(init), full, device(wait), device(acquire), device(release))
 
 
 def routine(cfg):
@@ -100,10 +108,10 @@ def routine(cfg):
     share_rows, share_boxes = cfg.tma_box_rows[1], b_boxes // cl
     mask = u32((1 << cl) - 1)
 
+    place = rg.place
+
     def start(smem, tmaps, tid):
-        # the stages on the swizzle's 1024-byte period, the mbarriers after them
-        sbase = (smem + u32(1023)) & u32(0xFFFFFC00)
-        bars = sbase + u32(rg.top)
+        sbase, bars = place(smem)
         rank = ptx.cluster_ctarank() if cl > 1 else u32(0)
         if tid == 0:
             ptx.tensormap_acquire(tmaps)

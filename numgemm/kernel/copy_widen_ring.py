@@ -23,7 +23,7 @@ from numba import cuda
 from .. import primitives as P
 from . import copy_threads, copy_tma
 from .copy_widen import _land, _load_one, _registers
-from .regs import device, inlined, u32
+from .regs import device, inlined
 
 Block = namedtuple("Block", "bars policy")
 State = namedtuple("State", "bars copies")
@@ -35,10 +35,10 @@ def routine(cfg):
                                    device(lambda st, kt, off, ktiles: None))
     rg = copy_tma.ring(cfg, full_count=cfg.producer_threads)
 
+    place = rg.place
+
     def start(smem, tmaps, tid):
-        # the stages on the swizzle's 1024-byte period, the mbarriers after them
-        sbase = (smem + u32(1023)) & u32(0xFFFFFC00)
-        bars = sbase + u32(rg.top)
+        sbase, bars = place(smem)
         if tid == 0:
             rg.init(bars)
             ptx.mbarrier_init_fence()

@@ -17,7 +17,7 @@ precision as it is done.
 
 from pathlib import Path
 
-from . import registry
+from . import operands, registry
 from .measure import check, log, operand_sets, prebuild, timed
 from .toolchain import target_name
 from .tuning import winners_files, write
@@ -154,9 +154,7 @@ class _Search:
 
     def measure(self, shape, pool, times):
         """times ({config: (ms, label)}) with pool's checked configs timed at shape."""
-        from . import operands
-
-        host_sets = operand_sets(self.precision, 1, shape, self.rng)
+        host_sets = operand_sets(self.precision, self.args.batch, shape, self.rng)
         dev_sets = {}
         times = dict(times)
         for label, cfg in self.ready(pool).items():

@@ -293,7 +293,8 @@ def _plan(a, b, shape, preset, out, stream):
                          "b = pack_int4(bt).T) or K x N uint16 units (pack_int4_kn(b)); "
                          f"got {_dtype_name(b)} laid out {layout.upper()}")
 
-    cc = tuple(cuda.get_current_device().compute_capability)
+    dev = cuda.get_current_device()
+    cc = tuple(dev.compute_capability)
     cfg = _config(shape.cfg, precision, layout, preset, (M, N, K), cc)
     if batch * cfg.split_k > 65535:         # grid.z: the batch times the split
         if shape.cfg is not None:
@@ -317,7 +318,7 @@ def _plan(a, b, shape, preset, out, stream):
                     and all(s % 32 == 0 for s in C.strides[:2]))
     if cfg.acc == "f16":
         C = _as_bits(C)
-    tiles = cfg.grid_blocks(M, N, cuda.get_current_device().MULTIPROCESSOR_COUNT)
+    tiles = cfg.grid_blocks(M, N, dev.MULTIPROCESSOR_COUNT)
     k_rows = B.shape[1] if layout == "kn" else K
     maps = tensormap.device_maps(A, B, cfg) if cfg.copy == "tma" else 0
     work = None
@@ -413,7 +414,7 @@ def _wanted_layout(precision, cfg, b_units):
         return cfg.b_layout
     if precision == "int4":
         return "kn" if b_units else "nk"
-    return registry.REGISTRY["tuned"][registry.CHOICES[precision][0]].b_layout
+    return registry.choice_layout(precision)
 
 
 def _unit_strides(x, layout):
@@ -522,7 +523,7 @@ def _config(cfg, precision, layout, preset, mnk, cc):
                          f"({_LAYOUT_HINT[cfg.b_layout]}); "
                          f"this b is {layout.upper()}")
     if cfg.max_k is not None and k > cfg.max_k:
-        exact = cfg.replace(unpack={"scaled": "register", "tile_scaled": "tile"}[cfg.unpack])
+        exact = cfg.exact_twin
         twin = next((n for n, c in registry.REGISTRY[preset].items() if c == exact), exact.name)
         raise ValueError(f"kernel {cfg.name} widens s4 to 16 x s8 and is exact for K <= {cfg.max_k}; "
                          f"K is {k} ({twin} widens exactly)")

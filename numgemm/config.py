@@ -180,6 +180,14 @@ class KernelConfig:
         return self.unpack in ("scaled", "tile_scaled")
 
     @property
+    def exact_twin(self):
+        """The same kernel widening s4 to s8 exactly, where this one's scaled
+        widening stops at max_k; itself where it does not scale."""
+        if not self.scaled:
+            return self
+        return self.replace(unpack={"scaled": "register", "tile_scaled": "tile"}[self.unpack])
+
+    @property
     def shared_view(self):
         """The config as the warps see it: with unpack="tile" shared memory holds
         s8 tiles of the same shape, read by the int8 k32 warp routine; else self."""

@@ -98,9 +98,7 @@ def choose(precision, b_layout, M, N, K, cc, preset="tuned"):
 
 def _exact_for(cfg, K):
     """cfg, or its exactly widening twin where K is past a scaled widening's reach."""
-    if cfg.max_k is not None and K > cfg.max_k:
-        return cfg.replace(unpack={"scaled": "register", "tile_scaled": "tile"}[cfg.unpack])
-    return cfg
+    return cfg.exact_twin if cfg.max_k is not None and K > cfg.max_k else cfg
 
 
 def write(path, doc):

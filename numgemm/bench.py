@@ -29,6 +29,7 @@ from . import operands
 from .cli import UsageError, entry, kernel_names
 from .measure import bytes_moved, check, log, operand_sets, prebuild, timed
 from .precision import PRECISIONS
+from .timing import device_name
 from .toolchain import TARGETS
 
 PRECISION_ORDER = ("fp16", "int8", "int4")
@@ -279,7 +280,7 @@ def run(args):
     from . import registry
 
     dev = cuda.get_current_device()
-    name = dev.name.decode() if isinstance(dev.name, bytes) else dev.name
+    name = device_name(dev)
     cc = tuple(dev.compute_capability)
     log(f"numgemm bench on {name} (sm_{cc[0]}{cc[1]}), batch {args.batch}, sizes {args.sizes}")
     log("measuring the instructions' ceilings (mma.sync; wgmma on sm_90) ...")
@@ -318,8 +319,7 @@ def default_pick(precision, shape, cc):
     (numgemm.tuning.choose) with B in its precision's layout."""
     from . import registry, tuning
 
-    layout = registry.REGISTRY["tuned"][registry.CHOICES[precision][0]].b_layout
-    return "tuned", "default", tuning.choose(precision, layout, *shape, cc)
+    return "tuned", "default", tuning.choose(precision, registry.choice_layout(precision), *shape, cc)
 
 
 #: --shapes llm: quantized-inference shapes (M tokens, N = K a model's width) and small squares.
@@ -626,7 +626,7 @@ def _claims(args):
         print("bench.py --claims needs an NVIDIA GPU (the SASS facts alone: numgemm.claims.sass_facts())")
         return 1
     dev = cuda.get_current_device()
-    name = dev.name.decode() if isinstance(dev.name, bytes) else dev.name
+    name = device_name(dev)
     sizes = sorted(args.sizes)
     picked = ["--preset", "paper", "--kernels", *claims.KERNELS, "--jobs", str(args.jobs)]
     _, _, rows = run(parse([*picked, "--sizes", *map(str, sizes), "--no-peers", "--batch", str(args.batch)]))

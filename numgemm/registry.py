@@ -216,6 +216,11 @@ CHOICES = {
 }
 
 
+def choice_layout(precision):
+    """The B layout of the kernels gemm() chooses among for precision (CHOICES)."""
+    return REGISTRY["tuned"][CHOICES[precision][0]].b_layout
+
+
 def choices(precision, cc):
     """The CHOICES of precision that suit a GPU of compute capability cc: those
     it can launch; for INT4, s4 mma.sync where it is native, s4 widened to s8

@@ -111,6 +111,11 @@ def gpu_state(device_index=0):
     return dict(zip(("sm_mhz", "power_w", "temp_c"), out))
 
 
+def device_name(dev):
+    """A numba-cuda device's name as str (some versions give bytes)."""
+    return dev.name.decode() if isinstance(dev.name, bytes) else dev.name
+
+
 def gpu_facts(device_index=0):
     """{driver, max_sm_mhz, power_limit_w} for the bench header ({} without nvidia-smi)."""
     out = _smi(device_index, "driver_version,clocks.max.sm,power.limit", numbers=False)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from . import operands, registry
 from .measure import check, log, operand_sets, prebuild, timed
+from .timing import device_name
 from .toolchain import target_name
 from .tuning import winners_files, write
 
@@ -109,8 +110,7 @@ def tune(args, shapes=None):
     cc, sms = tuple(dev.compute_capability), dev.MULTIPROCESSOR_COUNT
     rng = np.random.default_rng(args.seed)
     shapes = list(shapes or SHAPES)
-    name = dev.name.decode() if isinstance(dev.name, bytes) else dev.name
-    doc = {"arch": target_name(cc), "device": name, "date": time.strftime("%Y-%m-%d"),
+    doc = {"arch": target_name(cc), "device": device_name(dev), "date": time.strftime("%Y-%m-%d"),
            "command": " ".join(["python bench.py", *getattr(args, "argv", ["--tune"])]),
            "repeats": args.repeats, "entries": []}
     path = Path(args.tune_out or winners_files(target_name(cc))[0])

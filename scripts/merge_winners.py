@@ -4,7 +4,8 @@
 
 Entries of the same (precision, M, N, K) are replaced by the newer run's, the
 others kept; the command of the newer run is appended to the file's. (How the
-shipped sm_90 winners got their M = 1 and 16 entries: results/2026-12-01-h200-shapes.)
+shipped sm_90 winners got their M = 1 and 16 entries, with this step's wording
+then "for M = 1 and 16": results/2026-12-01-h200-shapes.)
 """
 
 import json
@@ -18,7 +19,7 @@ def main(base, new, out):
         return e["precision"], e["m"], e["n"], e["k"]
     fresh = {key(e): e for e in n["entries"]}
     b["entries"] = [fresh.pop(key(e), e) for e in b["entries"]] + list(fresh.values())
-    b["command"] = b["command"] + "; then, for M = 1 and 16: " + n["command"]
+    b["command"] = b["command"] + "; then, for its shapes: " + n["command"]
     with open(out, "w") as fh:
         json.dump(b, fh, indent=1)
         fh.write("\n")

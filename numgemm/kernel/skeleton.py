@@ -134,7 +134,7 @@ def kernel_function(cfg, warp_rt, copy_rt):
         if warps_k > 1:
             k_reduce(acc, wk, wmn, lane)
         if wk == 0:
-            store(acc, C, zc if split > 1 else z, m0, n0, wr * wm, wc * wn, M, N, tid, c_aligned)
+            store(acc, C, zc, m0, n0, wr * wm, wc * wn, M, N, tid, c_aligned)
 
     gemm_kernel.__name__ = cfg.name
     return gemm_kernel
@@ -144,7 +144,7 @@ def _k_part(cfg):
     """k_part(zc, ktiles) -> (k0, count) of a split-K kernel: the k-tiles the
     block of grid.z index zc sums, the zc % split_k-th of split_k equal runs
     (the last shorter or empty), k0 its first."""
-    split = max(cfg.split_k, 1)
+    split = cfg.split_k
 
     def k_part(zc, ktiles):
         run = (ktiles + split - 1) // split

@@ -378,10 +378,14 @@ class KernelConfig:
     def grid_blocks(self, M, N, sms):
         """Blocks along grid.x for an M x N output on a GPU of `sms` SMs: a
         block a tile (the tile rows rounded up to whole clusters), or
-        (persistent) at most one a SM, in whole clusters."""
+        (persistent) at most one a SM, in whole clusters; split-K's split_k
+        blocks of a tile lie along grid.z, so a persistent kernel then has
+        1 / split_k of the SMs along x."""
         tiles_m = -(-M // self.bm)
         tiles = -(-tiles_m // self.cluster) * self.cluster * -(-N // self.bn)
-        return min(tiles, sms // self.cluster * self.cluster) if self.persistent else tiles
+        if not self.persistent:
+            return tiles
+        return min(tiles, max(1, sms // self.split_k // self.cluster) * self.cluster)
 
     def replace(self, **changes):
         """A variant: this config with the given fields changed."""
@@ -426,6 +430,8 @@ class KernelConfig:
         if self.op == "dp4a":     # no tensor cores: one thread per output of a bm x bn tile
             if self.precision != "int8" or self.bm * self.bn != self.threads or self.b_layout != "nk":
                 raise ValueError("dp4a is int8 with B as N x K and one thread per output (bm * bn threads)")
+            if self.split_k > 1:
+                raise ValueError("split_k > 1 is for the mma, WMMA and wgmma kernels (dp4a sums all of K itself)")
             return
         if self.op == "mma" and self.mma_k not in p.mma_ks:
             err.append(f"{self.precision} mma has k in {p.mma_ks}, not {self.mma_k}")
@@ -453,8 +459,8 @@ class KernelConfig:
         if self.warp_ksteps and not 1 <= self.copy_parts <= max(1, self.copy_slots):
             err.append(f"copy_parts must be 1..{self.copy_slots}: one part before each k step "
                        f"that a warp starts before the tile's barrier")
-        if self.split_k > 1 and (self.op not in ("mma", "wmma") or self.acc == "f16"):
-            err.append("split_k > 1 is for the mma and WMMA kernels with f32/s32 sums (the workspace's)")
+        if self.split_k > 1 and self.acc == "f16":
+            err.append("split_k > 1 is for the mma, WMMA and wgmma kernels with f32/s32 sums (the workspace's)")
         if (self.persistent or self.cluster != 1) and self.op != "wgmma":
             err.append("persistent and cluster apply to the warp-specialised (wgmma) kernels")
         if self.copy not in ("cp_async", "tma"):

@@ -7,7 +7,7 @@ Per precision, a bounded set of candidates at shapes spread over the
 classes of M (1, 16, 64, 256, >= 1024) and N = K from 512 to 8192: the
 registered tilings gemm() may run on this GPU (registry.CHOICES: block
 tiles, small-M tiles, TMA twins, wgmma), the same in smaller block tiles
-where theirs leave SMs idle, each mma one split over K by the factors
+where theirs leave SMs idle, each of them split over K by the factors
 that still leave some; then the winner's neighbours (a stage more or
 fewer, another rasterization). Every candidate is checked exactly before
 it is timed (numgemm.measure). The fastest of each shape is written to
@@ -33,27 +33,32 @@ def candidates(precision, cc, shape, sms):
     """{label: config}: the first round of the search at one shape. The
     registered kernels gemm() may choose on this GPU; where a block-tile
     kernel's tiles fill fewer than two waves of the SMs, the same kernel in
-    smaller block tiles; and each mma one of those split over K where it
-    still leaves SMs idle, by factors that give every block at least two
-    k-tiles."""
+    smaller block tiles; and each of those split over K where its tiles
+    leave SMs idle, by factors that give every block at least two k-tiles."""
     M, N, K = shape
     pool = {}
     for name in registry.choices(precision, cc):
         base = registry.REGISTRY["tuned"][name]
         if base.bm == 16 and M > 64:         # small-M tiles: for small M only
             continue
-        pool[name] = base
-        if base.widens_tile:
+        # wgmma's 64-row tiles are for M > 16 (the small-M tiles' shapes below); its
+        # clusters pair tile rows, so that below 256 rows of M one CTA computes zeros.
+        # INT4's widening producer has no registers to spare for a split (it spills).
+        if base.op == "wgmma" and (M <= 16 or (base.cluster > 1 and M <= 128) or base.widens_tile):
+            pool[name] = base
             continue
         tilings = {"": base}
         if -(-M // base.bm) * -(-N // base.bn) < 2 * sms:
             tilings.update(_smaller_tiles(base))
         for tag, cfg in tilings.items():
             pool[name + tag] = cfg
-            tiles, ktiles = cfg.grid_blocks(M, N, sms), -(-cfg.prec.kbytes(K) // cfg.bk_bytes)
-            for split in SPLITS if cfg.op == "mma" else ():
+            tiles, ktiles = -(-M // cfg.bm) * -(-N // cfg.bn), -(-cfg.prec.kbytes(K) // cfg.bk_bytes)
+            for split in SPLITS:
                 if tiles < 2 * sms and tiles * split <= 4 * sms and ktiles >= 2 * split:
-                    pool[f"{name}{tag}_split{split}"] = cfg.replace(split_k=split)
+                    try:
+                        pool[f"{name}{tag}_split{split}"] = cfg.replace(split_k=split)
+                    except ValueError:      # e.g. f16 sums, which have no workspace
+                        continue
     return pool
 
 

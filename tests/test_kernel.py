@@ -330,17 +330,30 @@ def test_split_k_changes_only_the_k_range():
             assert cubin[:4] == b"\x7fELF" and "split_sum" in entry
 
 
-@pytest.mark.parametrize("fields", [dict(op="wgmma"), dict(acc="f16")])
-def test_split_k_is_refused_where_it_cannot_sum(fields):
-    base = registry.get("fp16_wgmma" if fields.get("op") else "fp16_ptx_fp16acc")
+@pytest.mark.parametrize("name", ["int8_dp4a", "fp16_ptx_fp16acc"])
+def test_split_k_is_refused_where_it_cannot_sum(name):
     with pytest.raises(ValueError, match="split_k > 1"):
-        base.replace(split_k=2)
+        registry.get(name).replace(split_k=2)
+
+
+@pytest.mark.parametrize("name", ["fp16_wgmma", "int8_wgmma_cl1"])
+def test_split_k_keeps_the_wgmma_k_loop(name):
+    """The warp-specialised skeleton split over K: the same wgmmas and TMA
+    copies, the registers still handed over, nothing spilled; persistent,
+    the split's blocks share the SMs (grid.x 1 / split_k of them)."""
+    base = registry.get(name)
+    one, two = (build_config(c, "sm_90") for c in (base, base.replace(split_k=2)))
+    for op in (expected_sass(base, "sm_90")[0], "UTMALDG.3D", "USETMAXREG.TRY_ALLOC", "WARPGROUP.DEPBAR.LE"):
+        assert one.count(op) == two.count(op), op
+    assert two.local_bytes == 0 and two.calls == 0
+    assert base.replace(split_k=2).grid_blocks(8192, 8192, 132) == base.grid_blocks(8192, 8192, 132) // 2
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name,split", [("int8_ptx_mma_k32_m16", 4), ("int8_ptx_mma_k32", 2), ("fp16_ptx_mma", 3),
                                         ("fp16_ptx_mma_m16", 2), ("int4_ptx_unpack_s8_m16", 2), ("fp16_wmma", 2),
-                                        ("int8_ptx_tma", 4), ("int4_ptx_unpack_s8_tma", 8)])
+                                        ("int8_ptx_tma", 4), ("int4_ptx_unpack_s8_tma", 8), ("fp16_wgmma", 2),
+                                        ("int8_wgmma_cl1", 3), ("int4_wgmma_unpack_s8", 2)])
 def test_split_k_sums_every_k_tile(name, split, rng):
     """Each block of a tile sums its run of k-tiles into the workspace and the
     second kernel adds them: exact for integers, with the last run ragged,

@@ -10,19 +10,22 @@ H200 = (9, 0)
 @pytest.mark.parametrize("precision", ["fp16", "int8", "int4"])
 @pytest.mark.parametrize("shape", tune.SHAPES)
 def test_candidates_are_bounded_and_valid(precision, shape):
-    """The first round: at most 40 configs, each valid, the registry default
+    """The first round: at most 48 configs, each valid, the registry default
     among them; split-K only where the tiles leave SMs idle, every block with
-    at least two k-tiles."""
+    at least two k-tiles; no wgmma tiles derived for M <= 16, nor clusters
+    of tile rows where M has one."""
     pool = tune.candidates(precision, H200, shape, 132)
-    assert 1 <= len(pool) <= 40
+    assert 1 <= len(pool) <= 48
     M, N, K = shape
     assert registry.default(precision, pool[next(iter(pool))].b_layout, "tuned", H200, M, K) in pool.values()
     for label, cfg in pool.items():
         assert cfg.unsupported(H200) is None and cfg.precision == precision
         if cfg.split_k > 1:
-            assert cfg.grid_blocks(M, N, 132) < 2 * 132, label
+            assert -(-M // cfg.bm) * -(-N // cfg.bn) < 2 * 132, label
             assert -(-cfg.prec.kbytes(K) // cfg.bk_bytes) >= 2 * cfg.split_k, label
     assert all(c.bm == 16 for c in pool.values() if c.bm == 16) and (M <= 64 or all(c.bm > 16 for c in pool.values()))
+    derived = [c for label, c in pool.items() if c.op == "wgmma" and label not in registry.REGISTRY["tuned"]]
+    assert not (M <= 16 and derived) and not (M <= 128 and any(c.cluster > 1 for c in derived))
 
 
 def test_neighbours_are_one_field_away():

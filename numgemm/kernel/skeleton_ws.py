@@ -25,14 +25,17 @@ So no block-wide barrier stands in the k loop: copies run stages - 1 tiles
 ahead, and each consumer's wgmmas overlap its waits and the other's. With
 persistent=True a grid of one block per SM walks the output tiles (every
 gridDim.x-th): the producer fills the ring for the next tile while the
-consumers store this one.
+consumers store this one. Split-K is the skeleton's: grid.z is the batch
+times split_k, and a block sums its run of k-tiles into its workspace slice;
+a run may be empty, and then nothing waits on the ring or releases it, and
+the consumers store zeros.
 """
 
 from numba import cuda
 
 from .. import primitives as P
 from .regs import device, i32, u8, u32
-from .skeleton import _next_stage, _tile_of
+from .skeleton import _k_part, _next_stage, _tile_of
 from .warp_wgmma import wait_0, wait_1
 
 
@@ -62,6 +65,7 @@ def kernel_function(cfg, warp_rt, copy_rt):
     nothing = device(lambda: None)
     shrink, grow = (nothing, nothing) if widen else (ptx.setmaxnreg_dec_40, ptx.setmaxnreg_inc_232)
     persistent, cluster = cfg.persistent, cfg.cluster
+    k_part, split = _k_part(cfg), cfg.split_k
 
     def cluster_tile(tile, pairs_m, tiles_n):
         """The output tile of block `tile`: a cluster's CTAs take neighbouring
@@ -81,11 +85,18 @@ def kernel_function(cfg, warp_rt, copy_rt):
         pairs_m = (tiles_m + cluster - 1) // cluster        # tile rows in whole clusters
         tiles = pairs_m * cluster * tiles_n
         step = cuda.gridDim.x if persistent else tiles      # persistent: every gridDim.x-th tile
-        z = cuda.blockIdx.z
+        z = zc = cuda.blockIdx.z            # A's and B's batch; C's (split-K: the workspace's slice)
+        if split > 1:
+            z = zc // split
         zb = z if B.shape[0] > 1 else 0
         dims = (M, N, K, KB, NB)
         sbase, ctx = start(P.shared_addr(cuda.shared.array(0, u8), 0), tmaps, tid)
-        ktiles = (KB + bkb - 1) // bkb
+        ktiles, k0 = (KB + bkb - 1) // bkb, 0
+        if split > 1:                       # split-K: the run of k-tiles summed here
+            k0, ktiles = k_part(zc, ktiles)
+            if widen:       # the producer's loads: views of A and B that start at the run
+                A, B = A[:, :, k0 * bkb:], B[:, :, k0 * bkb:]
+                dims = (M, N, K, i32(KB - k0 * bkb), NB)
         # The ring's uses are counted across tiles (g): a stage's barrier
         # parities follow its uses, not a tile's k index.
         g, off = 0, 0
@@ -97,10 +108,10 @@ def kernel_function(cfg, warp_rt, copy_rt):
                 cs = setup(ctx, sbase, A, B, z, zb, i32(tm * bm), i32(tn * bn), tid, 0, dims)
                 for kt in range(ktiles):
                     acquire(cs, g, off)
-                    issue(stage(cs, kt, off, False), -1)
+                    issue(stage(cs, k0 + kt, off, False), -1)
                     g, off = g + 1, next_stage(off)
                 tile += step
-            while widen and tile < tiles:           # widening: all 128, two k-tiles ahead
+            while widen and tile < tiles and (split == 1 or ktiles > 0):    # widening: all 128, two ahead
                 tm, tn = cluster_tile(tile, pairs_m, tiles_n)
                 m0, n0 = i32(tm * bm), i32(tn * bn)
                 # Two register sets, k-tiles alternating between them: a set's loads
@@ -137,9 +148,9 @@ def kernel_function(cfg, warp_rt, copy_rt):
                         release(cs, last)               # k-tile kt - 1's wgmmas are done with it
                     last, g, off = off, g + 1, next_stage(off)
                 wait_0()
-                if lane == 0:
+                if lane == 0 and (split == 1 or ktiles > 0):
                     release(cs, last)
-                store(acc, C, z, m0, n0, cw * 16, 0, M, N, tid, c_aligned)
+                store(acc, C, zc, m0, n0, cw * 16, 0, M, N, tid, c_aligned)
                 tile += step
         if cluster > 1:             # no CTA leaves while another may still write its stages or barriers
             P.cluster_sync()

@@ -2,6 +2,7 @@
 
     compute-sanitizer --tool memcheck --error-exitcode 9 python scripts/sanitize.py fp16_wgmma int8_wgmma
     python scripts/sanitize.py --all --shape 1x300x520x200
+    python scripts/sanitize.py --split 3 fp16_wgmma int8_ptx_tma
 
 --all is every registered kernel of both presets and every tuned winner
 this GPU's architecture ships (numgemm/tuned/), built first, --jobs at a
@@ -9,7 +10,8 @@ time (outside the sanitizer: python scripts/sanitize.py --all --build-only).
 Each kernel computes one product at a shape that is no multiple of any tile
 (default batch 1, M 300, N 520, K 200; INT4 with K - 1, odd) into a poisoned
 output, compared with the exact reference; kernels this GPU cannot run are
-named and skipped. Under the sanitizer a tool's report, not this script's
+named and skipped. --split S runs the named kernels split over K S ways
+(at the default shape, 3 leaves some blocks an empty run). Under the sanitizer a tool's report, not this script's
 exit status, is the verdict (--error-exitcode makes it the exit status).
 """
 
@@ -27,6 +29,7 @@ def main(argv=None):
     ap.add_argument("--shape", default="1x300x520x200", help="BATCHxMxNxK")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="build processes")
     ap.add_argument("--build-only", action="store_true", help="build the kernels into the cache and stop")
+    ap.add_argument("--split", type=int, default=1, help="the named kernels split over K this many ways")
     args = ap.parse_args(argv)
 
     from numba import cuda
@@ -42,7 +45,9 @@ def main(argv=None):
         chosen = [(f"{p}/{n}", p, registry.get(n, p)) for p in registry.PRESETS for n in registry.names(p)]
         chosen += [(f"winner/{name}", "tuned", c) for c, name in tuning.winners(target_name(cc)).items()]
     else:
-        chosen = [(f"tuned/{n}", "tuned", registry.get(n)) for n in args.kernels]
+        split = {"split_k": args.split} if args.split > 1 else {}
+        chosen = [(f"tuned/{n}" + (f"_split{args.split}" if split else ""), "tuned", registry.get(n).replace(**split))
+                  for n in args.kernels]
     runnable = [c for _, _, c in chosen if c.unsupported(cc) is None]
     needed, hits, built, secs = prebuild(runnable, cc, args.jobs)
     print(f"{needed} kernels: {hits} from the cache, {built} built in {secs:.0f} s", flush=True)

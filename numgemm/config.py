@@ -70,6 +70,9 @@ class KernelConfig:
                                # ld.global early, widen + st.shared after the tile's mmas;
                                # the warps run the s8 k32 path on s8 tiles) | tile_scaled
                                # (wgmma: the producer widens to 16 x s8 once per k-tile; K <= max_k)
+    a_regs: bool = False       # op=wgmma, unpack=tile or tile_scaled: A reaches the stage as s4, and each
+                               # consumer widens its rows in registers (ldmatrix, then the unpack's
+                               # widening) for wgmma with A from registers; the producer widens B only
     min_blocks: int = 1        # launch bounds: blocks per SM the compiler must allow
     copy_parts: int = 1        # a k-tile's global -> shared copies start in this many parts, one
                                # before each of a warp's first copy_parts k steps (as CUTLASS
@@ -194,7 +197,7 @@ class KernelConfig:
         if not self.widens_tile:
             return self
         if self.op == "wgmma":      # s8 stages in the swizzle, as TMA lands int8_wgmma's
-            return self.replace(precision="int8", mma_k=32, unpack="none", copy="tma")
+            return self.replace(precision="int8", mma_k=32, unpack="none", copy="tma", a_regs=False)
         return self.replace(precision="int8", mma_k=32, unpack="none")
 
     @property
@@ -366,7 +369,7 @@ class KernelConfig:
         for f in ("warps_k", "a_ldmatrix", "b_ldmatrix", "cache", "evict", "b_layout", "b_global", "acc",
                   "smem_pad", "swizzle", "private_tiles", "raster", "k_stagger", "linkage", "unpack", "min_blocks",
                   "copy_parts", "zfill_src", "interior_loop", "copy", "cluster", "persistent", "reg_buffers",
-                  "split_k"):
+                  "split_k", "a_regs"):
             value = getattr(self, f)
             if (f == "acc" and value == self.prec.acc) or (f == "reg_buffers" and value == self.auto_reg_buffers) \
                     or (f in ("swizzle", "zfill_src", "interior_loop") and self.copy == "tma"):  # implied, or moot
@@ -515,6 +518,8 @@ class KernelConfig:
             err.append("unpack=tile_scaled is the wgmma producer's widening")
         if self.unpack != "none" and (self.precision != "int4" or self.op not in ("mma", "wgmma")):
             err.append("unpack applies to int4 mma and wgmma kernels")
+        if self.a_regs and self.op != "wgmma":
+            err.append("a_regs is the INT4 wgmma kernels' (A widened by the consumers, for wgmma from registers)")
         if self.widens_tile and (self.b_layout != "nk" or self.evict != "none"):
             err.append("unpack=tile widens N x K tiles loaded by ld.global (b_layout=nk, evict=none)")
         for what, row_bytes, unit in (("A", self.bk_bytes, 16), ("B", self.b_tile_shape[1], self.b_copy_bytes)):
@@ -549,6 +554,9 @@ class KernelConfig:
                        "warpgroup's own loads (unpack=tile or tile_scaled, copy=cp_async); its routines inline")
         if self.widens_tile and (self.cluster != 1 or self.bk_bytes * 2 != SWIZZLE_BYTES):
             err.append("wgmma widening: no cluster, a k-tile of 64 bytes of s4 (128 of s8)")
+        if self.a_regs and not self.widens_tile:
+            err.append("a_regs: A widened by the consumers for wgmma with A from registers (unpack=tile or "
+                       "tile_scaled)")
         if self.cluster not in (1, 2) or self.rows_b % (self.cluster * 8) or \
                 (self.b_layout == "kn" and self.b_tile_shape[1] // SWIZZLE_BYTES % self.cluster):
             err.append(f"wgmma: cluster 1 or 2, splitting B's tile into whole boxes, got {self.cluster}")
@@ -584,6 +592,7 @@ _SHORT = {
     "persistent": lambda v: "pers",
     "reg_buffers": lambda v: f"rb{v}",
     "split_k": lambda v: f"split{v}",
+    "a_regs": lambda v: "aregs",
 }
 
 

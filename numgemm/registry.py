@@ -111,6 +111,12 @@ def _families(preset):
                                   unpack="tile_scaled", reg_buffers=0)
         families["int4"]["int4_wgmma_unpack_s8"] = int4_wgmma
         families["int4"]["int4_wgmma_unpack_s8_exact"] = int4_wgmma.replace(unpack="tile")
+        # A from registers: each consumer widens its own A rows (ldmatrix of the s4 the producer
+        # stored as it came) and the producer widens B only. Its 16 more registers a consumer fit
+        # beside 64 accumulators, not 128 (ptxas serialises the m64n256 form, C7512): in 128 x 128
+        # tiles, with the same kernel in those tiles widening both beside it.
+        families["int4"]["int4_wgmma_unpack_s8_128"] = int4_wgmma.replace(bn=128)
+        families["int4"]["int4_wgmma_unpack_s8_rs"] = int4_wgmma.replace(bn=128, a_regs=True)
         families["int8"]["int8_ptx_mma_k32_m16"] = int8.replace(bk=512, stages=4, warps_n=4, warps_k=2, **skinny)
         families["fp16"]["fp16_ptx_mma_m16"] = fp16.replace(bk=256, stages=4, warps_n=4, warps_k=2, **skinny)
         families["int4"]["int4_ptx_unpack_s8_m16"] = int4.replace(bk=512, stages=4, unpack="scaled",

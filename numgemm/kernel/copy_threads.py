@@ -36,20 +36,21 @@ State = namedtuple("State", "a b policy regs")
 Stage = namedtuple("Stage", "a b policy regs inside")
 
 
-def routine(cfg, copy_one, land_one, n_regs, commit, wait):
+def routine(cfg, copy_one, land_one, n_regs, commit, wait, land_one_a=None):
     """The CopyRoutine of a per-thread path, from what the path does itself:
     copy_one(cfg, unit, reg0) -> device fn (i, dst, src, ok, policy, regs),
     the i-th copy of a tile; land_one(cfg, rows, row_bytes, pitch, unit, reg0)
-    -> device fn (rows_in_tile, dst, regs), the tile's landing; n_regs(cfg,
-    rows, row_bytes, unit): the registers a tile in flight takes (reg0: where
-    B's start); commit(), wait(state, kt, off, ktiles): the path's own."""
+    -> device fn (rows_in_tile, dst, regs), the tile's landing (land_one_a:
+    A's, where it lands otherwise); n_regs(cfg, rows, row_bytes, unit): the
+    registers a tile in flight takes (reg0: where B's start); commit(),
+    wait(state, kt, off, ktiles): the path's own."""
     sv = cfg.shared_view
     (a_rows, a_bytes), (b_rows, b_bytes) = (cfg.rows_a, cfg.bk_bytes), cfg.b_tile_shape
     regs_a = n_regs(cfg, a_rows, a_bytes, 16)
     regs = max(1, regs_a + n_regs(cfg, b_rows, b_bytes, cfg.b_copy_bytes))
     load_a = _tile_loader(cfg, a_rows, a_bytes, sv.pitch_a, 16, copy_one(cfg, 16, 0))
     load_b = _tile_loader(cfg, b_rows, b_bytes, sv.pitch_b, cfg.b_copy_bytes, copy_one(cfg, cfg.b_copy_bytes, regs_a))
-    land_a = land_one(cfg, a_rows, a_bytes, sv.pitch_a, 16, 0)
+    land_a = (land_one_a or land_one)(cfg, a_rows, a_bytes, sv.pitch_a, 16, 0)
     land_b = land_one(cfg, b_rows, b_bytes, sv.pitch_b, cfg.b_copy_bytes, regs_a)
     setup_a, at_a = _rows_walk(cfg, a_rows, a_bytes, sv.pitch_a, 16, 0)
     kn = cfg.b_layout == "kn"

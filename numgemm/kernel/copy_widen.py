@@ -42,16 +42,36 @@ def _land(cfg, rows, row_bytes, pitch, unit, reg0):
     st, get4 = ptx.st_shared_v4, getter(4)
     widen = ptx.unpack_s4_s8x16 if cfg.scaled else ptx.unpack_s4_s8
     passes, step, ragged = copy_threads.pass_count(cfg, rows, row_bytes, unit)
-    swizzled = cfg.shared_view.swizzle
+    swizzled, grouped = cfg.shared_view.swizzle, cfg.a_regs
 
     def land(rows_in_tile, dst, regs):
         # Each word's eight s4 become (e0 e2 e4 e6) (e1 e3 e5 e7): A and B rows
-        # are permuted alike along K, so their products meet.
+        # are permuted alike along K, so their products meet. a_regs: the
+        # words' first halves, then their second, the order in which a
+        # consumer's A registers hold word q of a row (a0, a2 = its halves).
         for i in range(passes):
             if not ragged or i * step < rows_in_tile:
                 w = get4(regs, reg0 + 4 * i)
                 x0, x1, x2, x3 = widen(w[0]), widen(w[1]), widen(w[2]), widen(w[3])
                 at = dst + i * step * pitch
-                st(at, (x0[0], x0[1], x1[0], x1[1]))
-                st(at ^ 16 if swizzled else at + 16, (x2[0], x2[1], x3[0], x3[1]))
+                if grouped:
+                    st(at, (x0[0], x1[0], x2[0], x3[0]))
+                    st(at ^ 16, (x0[1], x1[1], x2[1], x3[1]))
+                else:
+                    st(at, (x0[0], x0[1], x1[0], x1[1]))
+                    st(at ^ 16 if swizzled else at + 16, (x2[0], x2[1], x3[0], x3[1]))
+    return device(land)
+
+
+def _land_raw(cfg, rows, row_bytes, pitch, unit, reg0):
+    """land(rows_in_tile, dst, regs), a_regs: A's s4 pieces as they came, each
+    in the first of the two swizzled chunks its widened form would take (the
+    consumers' ldmatrix reads them there, eight rows in eight banks' groups)."""
+    st, get4 = P.routines(cfg.linkage).st_shared_v4, getter(4)
+    passes, step, ragged = copy_threads.pass_count(cfg, rows, row_bytes, unit)
+
+    def land(rows_in_tile, dst, regs):
+        for i in range(passes):
+            if not ragged or i * step < rows_in_tile:
+                st(dst + i * step * pitch, get4(regs, reg0 + 4 * i))
     return device(land)

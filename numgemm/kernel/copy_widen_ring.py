@@ -10,7 +10,8 @@ rows 32 apart, its addresses set up once, rows and K past the matrix
 zero-filled). It loads a k-tile with ld.global.v4 two k-tiles ahead (the
 skeleton alternates two register sets), and lands one: each 16 bytes of s4
 become 32 of s8 (copy_widen's widening, exact or 16 x s8, A and B permuted
-alike along K) in two swizzled chunks, then fence.proxy.async makes its
+alike along K) in two swizzled chunks (a_regs: A's 16 bytes as they came,
+in the first, for the consumers to widen), then fence.proxy.async makes its
 stores visible to wgmma and it arrives on the stage's "full" mbarrier, which
 completes when all 128 have. The "empty" barriers, the waits and the
 releases are copy_tma's.
@@ -22,7 +23,7 @@ from numba import cuda
 
 from .. import primitives as P
 from . import copy_threads, copy_tma
-from .copy_widen import _land, _load_one, _registers
+from .copy_widen import _land, _land_raw, _load_one, _registers
 from .regs import device, inlined
 
 Block = namedtuple("Block", "bars policy")
@@ -32,7 +33,7 @@ State = namedtuple("State", "bars copies")
 def routine(cfg):
     ptx = P.routines(cfg.linkage)
     threads = copy_threads.routine(cfg, _load_one, _land, _registers, device(lambda: None),
-                                   device(lambda st, kt, off, ktiles: None))
+                                   device(lambda st, kt, off, ktiles: None), _land_raw if cfg.a_regs else None)
     rg = copy_tma.ring(cfg, full_count=cfg.producer_threads)
 
     place = rg.place

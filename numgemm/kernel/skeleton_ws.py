@@ -19,7 +19,9 @@ views and epilogue); what differs is who does what in its k loop:
 
 INT4 (widened once per k-tile, cfg.widens_tile) keeps the producer's
 registers: all 128 of its threads load s4 two k-tiles ahead, in two register
-sets, and widen each k-tile into its stage once the consumers have freed it.
+sets, and widen each k-tile into its stage once the consumers have freed it
+(a_regs: B only; each consumer widens its A rows in registers, so it waits
+for its k-tile's wgmmas, which read those registers, before the next).
 
 So no block-wide barrier stands in the k loop: copies run stages - 1 tiles
 ahead, and each consumer's wgmmas overlap its waits and the other's. With
@@ -66,6 +68,7 @@ def kernel_function(cfg, warp_rt, copy_rt):
     shrink, grow = (nothing, nothing) if widen else (ptx.setmaxnreg_dec_40, ptx.setmaxnreg_inc_232)
     persistent, cluster = cfg.persistent, cfg.cluster
     k_part, split = _k_part(cfg), cfg.split_k
+    a_regs = cfg.a_regs
 
     def cluster_tile(tile, pairs_m, tiles_n):
         """The output tile of block `tile`: a cluster's CTAs take neighbouring
@@ -143,12 +146,17 @@ def kernel_function(cfg, warp_rt, copy_rt):
                 for kt in range(ktiles):
                     wait(cs, g, off, g + 1)
                     compute(acc, sbase + u32(off) + a_rows, sbase + u32(off + tile_a))
-                    wait_1()
-                    if kt > 0 and lane == 0:
-                        release(cs, last)               # k-tile kt - 1's wgmmas are done with it
+                    if a_regs:      # the wgmmas read A's registers until they end: before the next widening
+                        wait_0()
+                        if lane == 0:
+                            release(cs, off)
+                    else:
+                        wait_1()
+                        if kt > 0 and lane == 0:
+                            release(cs, last)           # k-tile kt - 1's wgmmas are done with it
                     last, g, off = off, g + 1, next_stage(off)
                 wait_0()
-                if lane == 0 and (split == 1 or ktiles > 0):
+                if lane == 0 and not a_regs and (split == 1 or ktiles > 0):
                     release(cs, last)
                 store(acc, C, zc, m0, n0, cw * 16, 0, M, N, tid, c_aligned)
                 tile += step

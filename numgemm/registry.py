@@ -112,8 +112,8 @@ def _families(preset):
         families["int4"]["int4_wgmma_unpack_s8"] = int4_wgmma
         families["int4"]["int4_wgmma_unpack_s8_exact"] = int4_wgmma.replace(unpack="tile")
         # A from registers: each consumer widens its own A rows (ldmatrix of the s4 the producer
-        # stored as it came) and the producer widens B only. Its 16 more registers a consumer fit
-        # beside 64 accumulators, not 128 (ptxas serialises the m64n256 form, C7512): in 128 x 128
+        # stored as it came) and the producer widens B only. A k-tile's 16 more registers a
+        # consumer fit beside 64 accumulators, not beside 128 (warp_wgmma.A_GROUP): in 128 x 128
         # tiles, with the same kernel in those tiles widening both beside it.
         families["int4"]["int4_wgmma_unpack_s8_128"] = int4_wgmma.replace(bn=128)
         families["int4"]["int4_wgmma_unpack_s8_rs"] = int4_wgmma.replace(bn=128, a_regs=True)

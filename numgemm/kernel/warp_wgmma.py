@@ -52,35 +52,46 @@ def routine(cfg):
              f"d = {acc_tuple}"]
     lines += [f"d = mma(d, da + u64({kk * a_step}), db + u64({kk * b_step}), u32(1))" for kk in range(cfg.ksteps)]
     if a_regs:
-        lines = _a_from_registers(cfg.ksteps, b_step) + [f"d = {acc_tuple}"] + \
-            [f"d = mma(d, a{kk}, db + u64({kk * b_step}), u32(1))"
-             for kk in range(cfg.ksteps)]
+        lines = _a_from_registers(cfg.ksteps, b_step, acc_tuple, A_GROUP[cfg.bn])
     lines += [f"acc[{e}] = d[{e}]" for e in range(n_acc)] + ["commit()"]
     compute = generated("compute", "acc, a_tile, b_tile", lines,
                         {"fence": ptx.wgmma_fence, "commit": ptx.wgmma_commit, "desc": desc, "mma": mma,
                          "u32": u32, "u64": u64, "sbo": _SBO, "b_lbo": b_lbo, "cuda": cuda,
-                         "ld4": ptx.ldmatrix_x4, "widen": widen})
+                         "ld4": ptx.ldmatrix_x4, "widen": widen, "wait_0": ptx.wgmma_wait_0})
     return WarpRoutine(zeroed(n_acc, ACC[cfg.acc]), None, None, compute, _store(cfg, scaled))
 
 
-def _a_from_registers(ksteps, b_step):
-    """a_regs: the lines that give this thread its A registers of a k-tile
-    (a<kk>, four s8 words of k step kk) and fence them before the wgmmas.
-    The stage holds A's s4 as it came, k step kk's 16 bytes of a row in its
-    swizzled chunk 2 kk; one ldmatrix.x4 reads two k steps of the warp's 16
-    rows (lanes 0-15 the first step's rows, 16-31 the second's), and lane
-    (g, q) receives word q of rows g and g + 8 of each. A word widened gives
-    its even elements (first register) and odd ones (second): a0, a2 and a1,
-    a3 of the wgmma's A fragment, in the order the producer lays B out."""
+#: a_regs: k steps whose A registers are live at once, by bn. A commit group
+#: is that many k steps: the consumer widens a group's A, fences it, issues
+#: its wgmmas and (but for the k-tile's last) waits for them before the next
+#: widening, since they read those registers until they end. Beside 128
+#: accumulators (bn = 256) a whole k-tile's 16 registers do not fit (ptxas
+#: serialises every wgmma, C7512); two k steps' build, spilling 88 bytes of
+#: the tile's state.
+A_GROUP = {128: 4, 256: 2}
+
+
+def _a_from_registers(ksteps, b_step, acc_tuple, group):
+    """a_regs: the k-tile's lines up to its commit. The stage holds A's s4 as
+    it came, k step kk's 16 bytes of a row in its swizzled chunk 2 kk; one
+    ldmatrix.x4 reads two k steps of the warp's 16 rows (lanes 0-15 the first
+    step's rows, 16-31 the second's), and lane (g, q) receives word q of rows
+    g and g + 8 of each. A word widened gives its even elements (first
+    register) and odd ones (second): a0, a2 and a1, a3 of the wgmma's A
+    fragment (a<kk>: k step kk's), in the order the producer lays B out."""
     lines = ["tid = cuda.threadIdx.x", "lane = tid & 31",
              "row = a_tile + u32((((tid >> 5) & 3) * 16 + (lane & 15)) * 128)",
-             "x, hi = lane & 7, (lane >> 4) * 2"]
-    for p in range(ksteps // 2):
-        lines += [f"r = ld4(row + u32((({4 * p} + hi) ^ x) << 4))",
-                  "w0, w1, w2, w3 = widen(r[0]), widen(r[1]), widen(r[2]), widen(r[3])",
-                  f"a{2 * p} = (w0[0], w1[0], w0[1], w1[1])",
-                  f"a{2 * p + 1} = (w2[0], w3[0], w2[1], w3[1])"]
-    return lines + ["fence()", "db = desc(b_tile, u32(b_lbo), u32(sbo))"]
+             "x, hi = lane & 7, (lane >> 4) * 2", "db = desc(b_tile, u32(b_lbo), u32(sbo))", f"d = {acc_tuple}"]
+    for g0 in range(0, ksteps, group):
+        for kk in range(g0, g0 + group):
+            if kk % 2 == 0:
+                lines.append(f"r = ld4(row + u32((({2 * kk} + hi) ^ x) << 4))")
+            h = 2 * (kk % 2)
+            lines += [f"w0, w1 = widen(r[{h}]), widen(r[{h + 1}])", f"a{kk} = (w0[0], w1[0], w0[1], w1[1])"]
+        lines += ["fence()"] + [f"d = mma(d, a{kk}, db + u64({kk * b_step}), u32(1))" for kk in range(g0, g0 + group)]
+        if g0 + group < ksteps:
+            lines += ["commit()", "wait_0()"]
+    return lines
 
 
 #: The end of a consumer's k loop: wait_1 lets the newest k-tile's wgmmas run

@@ -141,6 +141,22 @@ def test_tile_widening_stores_s8_tiles():
         KernelConfig("int4", b_layout="kn", unpack="tile")
 
 
+def test_a_from_registers_is_the_int4_wgmma_consumers():
+    """a_regs: the wgmma widening kernels' A widened by the consumers; the
+    stages keep the s8 view (A's raw s4 in the first of its two chunks), and
+    the exact twin keeps A in registers."""
+    from numgemm import registry
+
+    rs = registry.get("int4_wgmma_unpack_s8_rs")
+    assert rs == registry.get("int4_wgmma_unpack_s8_128").replace(a_regs=True) and rs.name.endswith("_aregs")
+    assert not rs.shared_view.a_regs and rs.stage_bytes == registry.get("int4_wgmma_unpack_s8_128").stage_bytes
+    assert rs.exact_twin.a_regs and rs.exact_twin.unpack == "tile"
+    with pytest.raises(ValueError, match="a_regs is the INT4 wgmma kernels'"):
+        KernelConfig("int4", unpack="scaled", a_regs=True)
+    with pytest.raises(ValueError, match="a_regs: A widened by the consumers"):
+        registry.get("int8_wgmma").replace(a_regs=True)
+
+
 def test_tma_swizzles_instead_of_padding():
     """copy="tma": 128-byte rows with no padding, room to align the stages to
     the swizzle's 1024 bytes and an mbarrier per stage; sm_90 only."""

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from numgemm import operands, registry
-from numgemm.kernel import build_config, expected_sass
+from numgemm.kernel import build_config, expected_sass, warp_wgmma
 from numgemm.quant import pack_int4
 
 REGISTERED = [(p, n) for p in registry.PRESETS for n in registry.names(p)]
@@ -313,6 +313,22 @@ def test_wgmma_in_tiles_of_128_columns(name, fields):
     b = build_config(cfg, "sm_90")
     assert b.count(expected_sass(cfg, "sm_90")[0]) >= 1 and "64x128" in expected_sass(cfg, "sm_90")[0]
     assert b.local_bytes == 0 and b.calls == 0 and b.count("USETMAXREG.TRY_ALLOC") == 1
+
+
+def test_a_from_registers_feeds_wgmma_registers():
+    """a_regs: every IGMMA takes A from registers (a register, not a second
+    descriptor, after the accumulators) and each k-tile's A comes by ldmatrix;
+    beside 128 accumulators (bn = 256) in commit groups of two k steps, with
+    no serialised wgmma (a ptxas performance report fails the build)."""
+    import re
+
+    for cfg in (registry.get("int4_wgmma_unpack_s8_rs"), registry.get("int4_wgmma_unpack_s8").replace(a_regs=True)):
+        b = build_config(cfg, "sm_90")
+        gmma = [i for i in b.sass.splitlines() if "IGMMA" in i]
+        assert gmma and all(re.search(r"IGMMA\.\S+ R\d+, R\d+, gdesc", i) for i in gmma), gmma[:2]
+        assert b.count("LDSM") >= 1 and b.calls == 0
+        groups = 4 // warp_wgmma.A_GROUP[cfg.bn]
+        assert b.count("WARPGROUP.ARRIVE") == groups * (b.count(expected_sass(cfg, "sm_90")[0]) // 4)
 
 
 def test_split_k_changes_only_the_k_range():

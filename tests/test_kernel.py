@@ -280,7 +280,7 @@ def test_int4_default_suits_the_gpu(rng):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["int4_ptx_unpack_s8", "int4_wgmma_unpack_s8"])
+@pytest.mark.parametrize("name", ["int4_ptx_unpack_s8", "int4_wgmma_unpack_s8", "int4_wgmma_unpack_s8_rs"])
 def test_scaled_widening_is_exact_to_its_k_limit(name, rng):
     """The scaled widening sums 256 x each product: exact up to max_k, where a
     row of -8 against a row of -8 brings the sum to the edge of s32; past it,

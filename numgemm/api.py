@@ -164,6 +164,7 @@ class GemmPlan:
     stream: object
     in_place: bool = False          # repeatable by its raw arguments alone (see _LAUNCHES)
     workspace: object = None        # split-K: the (batch * split_k, M, N) partial sums
+    counts: object = None           # split_sum="last": a tile's arrivals (batch x tiles, int32, zeroed)
 
     def __post_init__(self):
         from numba.cuda.cudadrv import driver
@@ -181,15 +182,17 @@ class GemmPlan:
         self.cufunc = device_function(self.cfg, device)     # the kernel cache's
         _allow_dynamic_shared(self.cufunc, self.cfg.smem_bytes)
         stream, then = int(self.stream.handle), None
-        if self.workspace is not None:                   # split-K: the partial sums, then their sum
+        C = self.args[2]
+        if self.counts is not None:                      # split-K, summed by each tile's last block
+            self.args = (*self.args[:2], (self.workspace, C, self.counts), *self.args[3:])
+        elif self.workspace is not None:                 # split-K: the partial sums, then their sum
             spec = SplitSum(self.cfg.acc)
-            C = self.args[2]
             then = _Launch(split_sum_function(self.cfg.acc, device).handle, spec.grid(*C.shape), THREADS, 0,
                            stream, launch_args(spec.argtypes(), (self.workspace, C, self.cfg.split_k)), spec.name)
             self.args = (*self.args[:2], self.workspace, *self.args[3:])
         self.prepared = _Launch(self.cufunc.handle, self.grid, self.cfg.threads, self.cfg.smem_bytes, stream,
                                 launch_args(argtypes(self.cfg), self.args), self.cfg.name, self.cfg.cluster,
-                                then, self.workspace)
+                                then, (self.workspace, self.counts))
 
     def launch(self):
         self.prepared()
@@ -300,7 +303,7 @@ def _plan(a, b, shape, preset, out, stream):
         if shape.cfg is not None:
             raise ValueError(f"kernel {cfg.name} splits K {cfg.split_k} ways: batch {batch} x {cfg.split_k} is "
                              "more than the grid allows (65535)")
-        cfg = cfg.replace(split_k=1)
+        cfg = cfg.replace(split_k=1, split_sum="kernel")
     why = cfg.unsupported(cc)
     if why:
         raise NotOnThisGPU(why)
@@ -321,13 +324,16 @@ def _plan(a, b, shape, preset, out, stream):
     tiles = cfg.grid_blocks(M, N, dev.MULTIPROCESSOR_COUNT)
     k_rows = B.shape[1] if layout == "kn" else K
     maps = tensormap.device_maps(A, B, cfg) if cfg.copy == "tma" else 0
-    work = None
+    work = counts = None
     if cfg.split_k > 1:                 # the kernel stores into slices of a workspace, aligned and packed
         work = cuda.device_array((batch * cfg.split_k, M, N), C.dtype)
         c_aligned = int(N % 8 == 0)
+    if cfg.split_sum == "last":         # zero once; each launch's last blocks set their tile's back to 0
+        counts = cuda.to_device(np.zeros(batch * tiles, np.int32))
     # in_place: the operands used where they lie and the output the caller's.
     return GemmPlan(cfg, (A, B, C, M, N, k_rows, KB, B.shape[2], c_aligned, maps), (tiles, 1, batch * cfg.split_k),
-                    result, host_out, stream, in_place=not host and not copied and out is not None, workspace=work)
+                    result, host_out, stream, in_place=not host and not copied and out is not None, workspace=work,
+                    counts=counts)
 
 
 # --- validation and views -------------------------------------------------------

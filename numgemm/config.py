@@ -102,6 +102,8 @@ class KernelConfig:
     split_k: int = 1           # blocks per output tile, each summing 1/split_k of the k-tiles into its
                                # own slice of a workspace that a second kernel adds up (split-K: more
                                # blocks where the tiles alone do not fill the GPU; integer sums exact)
+    split_sum: str = "kernel"  # split_k > 1: who adds the slices: kernel (a second kernel, split_k.py) | last
+                               # (the tile's last block to finish, counted by an atomic a tile: one launch)
 
     def __post_init__(self):
         self._check_fields()
@@ -369,7 +371,7 @@ class KernelConfig:
         for f in ("warps_k", "a_ldmatrix", "b_ldmatrix", "cache", "evict", "b_layout", "b_global", "acc",
                   "smem_pad", "swizzle", "private_tiles", "raster", "k_stagger", "linkage", "unpack", "min_blocks",
                   "copy_parts", "zfill_src", "interior_loop", "copy", "cluster", "persistent", "reg_buffers",
-                  "split_k", "a_regs"):
+                  "split_k", "split_sum", "a_regs"):
             value = getattr(self, f)
             if (f == "acc" and value == self.prec.acc) or (f == "reg_buffers" and value == self.auto_reg_buffers) \
                     or (f in ("swizzle", "zfill_src", "interior_loop") and self.copy == "tma"):  # implied, or moot
@@ -464,6 +466,11 @@ class KernelConfig:
                        f"that a warp starts before the tile's barrier")
         if self.split_k > 1 and self.acc == "f16":
             err.append("split_k > 1 is for the mma, WMMA and wgmma kernels with f32/s32 sums (the workspace's)")
+        if self.split_sum not in ("kernel", "last"):
+            err.append("split_sum must be kernel or last")
+        elif self.split_sum == "last" and (self.split_k == 1 or self.op not in ("mma", "wmma")):
+            err.append("split_sum=last adds a split tile's slices in its last block: split_k > 1, the block "
+                       "skeleton's kernels (op=mma or wmma)")
         if (self.persistent or self.cluster != 1) and self.op != "wgmma":
             err.append("persistent and cluster apply to the warp-specialised (wgmma) kernels")
         if self.copy not in ("cp_async", "tma"):
@@ -593,6 +600,7 @@ _SHORT = {
     "reg_buffers": lambda v: f"rb{v}",
     "split_k": lambda v: f"split{v}",
     "a_regs": lambda v: "aregs",
+    "split_sum": lambda v: f"sum{v}",
 }
 
 

@@ -1,8 +1,10 @@
 """Same-run timings of kernel variants: a registered kernel with fields changed.
 
     python scripts/variants.py 8192,4096 fp16_wgmma: fp16_wgmma:cluster=2 'int8_wgmma:persistent=True,stages=3'
+    python scripts/variants.py 16x4096x4096 int8_ptx_mma_k32_m16: int8_ptx_mma_k32_m16:split_k=2
 
-Each argument after the sizes is NAME:FIELD=VALUE,... (nothing after the colon:
+The sizes are N (N x N x N) or M x N x K, comma-separated. Each argument
+after them is NAME:FIELD=VALUE,... (nothing after the colon:
 the kernel as registered). Every variant is timed at every size in one
 process (CUDA-event median of 20 launches after warm-up) and its output
 sampled against the exact product; a line per (size, variant).
@@ -28,19 +30,20 @@ def variant(spec):
 
 
 def main(argv):
-    sizes = [int(x) for x in argv[0].split(",")]
+    shapes = [tuple(map(int, x.split("x"))) if "x" in x else (int(x),) * 3 for x in argv[0].split(",")]
     variants = [variant(spec) for spec in argv[1:]]
     rng = np.random.default_rng()
-    for n in sizes:
+    for M, N, K in shapes:
         for name, fields, cfg in variants:
             p = cfg.precision
-            a, b = operands.values(p, 1, n, n, n, rng)
+            a, b = operands.values(p, 1, M, N, K, rng)
             x, y = operands.to_device(p, cfg.b_layout, a, b)
-            out = operands.poisoned(p, (1, n, n), cfg.acc)
-            plan = plan_gemm(x, y, precision=p, kernel=cfg, out=out, k=n)
+            out = operands.poisoned(p, (1, M, N), cfg.acc)
+            plan = plan_gemm(x, y, precision=p, kernel=cfg, out=out, k=K)
             ms, _ = time_gpu(lambda i: plan.launch(), repeats=20)
             ok = operands.sample_matches(out.copy_to_host(), a, b, p, rng, cfg.acc)
-            print(f"{n:5d} {name:22s} {fields:40s} {ms:.4f} ms {2 * n**3 / ms / 1e9:8.1f} T(FL)OPS "
+            shape = f"{M}x{N}x{K}" if (M, N) != (K, K) else str(K)
+            print(f"{shape:>5s} {name:22s} {fields:40s} {ms:.4f} ms {2 * M * N * K / ms / 1e9:8.1f} T(FL)OPS "
                   f"{'ok' if ok else 'FAIL'}", flush=True)
     return 0
 

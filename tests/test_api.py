@@ -176,18 +176,23 @@ def test_peer_arrays_without_copies(lib, rng):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("lib,k,split", [("numba", 96, 1), ("numba", 77, 1), ("torch", 96, 1), ("torch", 77, 1),
-                                         ("numba", 1024, 4)])
+                                         ("numba", 1024, 4), ("numba", 1024, "4last")])
 def test_a_repeated_call_reads_the_new_data(lib, k, split, rng):
     """gemm(..., out=) again on the same arrays takes its prepared launch
     (K = 96) or, where a row had to be padded into a copy (K = 77), the whole
     path; either way new data written into the same arrays, and a new array
     at another address, give the new product, never the last one. split:
-    a split-K kernel, whose prepared launch is two (the partial sums, their sum)."""
+    a split-K kernel, whose prepared launch is two (the partial sums, their
+    sum), or one whose tiles' last blocks add them (its counts set back to 0
+    by every launch)."""
     from numba import cuda
 
     from numgemm import api, registry
 
-    kernel = registry.get("int8_ptx_mma_k32_m16").replace(split_k=split) if split > 1 else None
+    last = split == "4last"
+    split = 4 if last else split
+    kernel = registry.get("int8_ptx_mma_k32_m16").replace(split_k=split, split_sum="last" if last else "kernel") \
+        if split > 1 else None
 
     def fresh():
         return (rng.integers(-128, 128, (64, k), dtype=np.int8), rng.integers(-128, 128, (48, k), dtype=np.int8))

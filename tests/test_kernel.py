@@ -353,6 +353,25 @@ def test_split_k_is_refused_where_it_cannot_sum(name):
         registry.get(name).replace(split_k=2)
 
 
+@pytest.mark.parametrize("name,fields", [("int8_ptx_mma_k32", {}), ("int8_wgmma", dict(split_k=2))])
+def test_the_last_block_sums_only_split_block_kernels(name, fields):
+    with pytest.raises(ValueError, match="split_sum=last"):
+        registry.get(name).replace(split_sum="last", **fields)
+
+
+def test_the_last_block_sums_in_one_launch():
+    """split_sum="last": the k loop as split_k's, then a fence, one atomic a
+    block and the tile's slices added in the kernel; C comes with the
+    workspace and the counts."""
+    from numgemm.kernel import argtypes
+
+    base = registry.get("int8_ptx_mma_k32_m16").replace(split_k=4)
+    two, one = (build_config(c, "sm_90") for c in (base, base.replace(split_sum="last")))
+    assert two.main_loop().mmas == one.main_loop().mmas
+    assert one.count("ATOMG") + one.count("RED") == 1 and one.count("MEMBAR") >= 1 and two.count("ATOMG") == 0
+    assert len(argtypes(base.replace(split_sum="last"))[2]) == 3
+
+
 @pytest.mark.parametrize("name", ["fp16_wgmma", "int8_wgmma_cl1"])
 def test_split_k_keeps_the_wgmma_k_loop(name):
     """The warp-specialised skeleton split over K: the same wgmmas and TMA
@@ -370,12 +389,15 @@ def test_split_k_keeps_the_wgmma_k_loop(name):
 @pytest.mark.parametrize("name,split", [("int8_ptx_mma_k32_m16", 4), ("int8_ptx_mma_k32", 2), ("fp16_ptx_mma", 3),
                                         ("fp16_ptx_mma_m16", 2), ("int4_ptx_unpack_s8_m16", 2), ("fp16_wmma", 2),
                                         ("int8_ptx_tma", 4), ("int4_ptx_unpack_s8_tma", 8), ("fp16_wgmma", 2),
-                                        ("int8_wgmma_cl1", 3), ("int4_wgmma_unpack_s8", 2)])
+                                        ("int8_wgmma_cl1", 3), ("int4_wgmma_unpack_s8", 2), ("int8_ptx_mma_k32_m16", -4),
+                                        ("fp16_ptx_mma", -3), ("int4_ptx_unpack_s8_m16", -2), ("fp16_wmma", -2),
+                                        ("int8_ptx_tma", -4)])
 def test_split_k_sums_every_k_tile(name, split, rng):
     """Each block of a tile sums its run of k-tiles into the workspace and the
-    second kernel adds them: exact for integers, with the last run ragged,
-    and runs left empty (fewer k-tiles than splits)."""
-    cfg = registry.get(name).replace(split_k=split)
+    second kernel adds them (split < 0: the tile's last block to finish, of
+    -split): exact for integers, with the last run ragged, and runs left
+    empty (fewer k-tiles than splits)."""
+    cfg = registry.get(name).replace(split_k=abs(split), split_sum="last" if split < 0 else "kernel")
     skip_unless_it_runs_here(cfg)
     for batch, M, N, K in ((2, 33, 300, 7 * cfg.bk + 16), (1, 17, 64, cfg.bk), (3, 1, 130, 2 * cfg.bk + 2)):
         if cfg.precision == "int4":

@@ -61,10 +61,14 @@ COPY_ROUTINES = {"cp_async": copy_cp_async.routine, "tma": copy_tma.routine, "wi
 def argtypes(cfg):
     """Numba types of the kernel's arguments: A, B as bytes (dp4a: 32-bit
     words), C, M, N, K, KB, NB, c_aligned, and the global address of A's and
-    B's tensor maps (copy="tma"; else 0); see skeleton.gemm_kernel."""
+    B's tensor maps (copy="tma"; else 0); see skeleton.gemm_kernel. With
+    split_sum="last", C is (the workspace, C, a tile's arrival counts)."""
     arr = lambda t: types.Array(t, 3, "A")  # noqa: E731 - any strides
     ab = u32 if cfg.op == "dp4a" else u8
-    return (arr(ab), arr(ab), arr(OUT[cfg.acc]), i32, i32, i32, i32, i32, i32, u64)
+    c = arr(OUT[cfg.acc])
+    if cfg.split_sum == "last":
+        c = types.Tuple((types.Array(OUT[cfg.acc], 3, "C"), c, types.Array(i32, 1, "C")))
+    return (arr(ab), arr(ab), c, i32, i32, i32, i32, i32, i32, u64)
 
 
 def kernel_function(cfg):
@@ -212,7 +216,9 @@ def launch_args(types_, args):
     size, itemsize, data, *shape, *strides), a scalar its ctypes value."""
     out = []
     for ty, value in zip(types_, args):
-        if isinstance(ty, types.Array):
+        if isinstance(ty, types.BaseTuple):         # its members, one after another
+            out += launch_args(ty.types, value)
+        elif isinstance(ty, types.Array):
             out += [0, 0, value.size, value.dtype.itemsize, value.device_ctypes_pointer.value or 0,
                     *value.shape, *value.strides]
         else:

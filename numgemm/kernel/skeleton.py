@@ -5,7 +5,8 @@ A kernel computes C[z] = A[z] @ op(B[z]) for one output tile per block:
     grid.x walks the output tiles (grouped by KernelConfig.raster for L2
     reuse), grid.z the batch (split-K: batch x split_k, each block of a tile
     summing one run of k-tiles into a workspace slice, added up by
-    split_k.py). Each k-tile of A and B travels global ->
+    split_k.py or, split_sum="last", by the tile's last block to finish).
+    Each k-tile of A and B travels global ->
     shared through a ring of KernelConfig.stages stages by the config's copy
     routine (cp.async, TMA, or widen-on-load), and each warp runs the
     config's warp routine (mma.sync, WMMA) over its warp tile. The stages are
@@ -46,6 +47,7 @@ def kernel_function(cfg, warp_rt, copy_rt):
     warps_n, warps_k, warps_mn = cfg.warps_n, cfg.warps_k, cfg.warps_m * cfg.warps_n
     k_stagger, spread, double, interior = cfg.k_stagger, cfg.copy_parts > 1, cfg.reg_buffers == 2, cfg.interior
     k_part, split = _k_part(cfg), cfg.split_k
+    last, sum_last = cfg.split_sum == "last", _sum_last(cfg)
 
     def gemm_kernel(A, B, C, M, N, K, KB, NB, c_aligned, tmaps):
         """K: rows of B when it is K x N (k units), else unused; KB: bytes of K
@@ -133,11 +135,47 @@ def kernel_function(cfg, warp_rt, copy_rt):
         # -- the reduction and the store
         if warps_k > 1:
             k_reduce(acc, wk, wmn, lane)
-        if wk == 0:
+        if last:                            # split_sum="last": C is (the workspace, C, arrival counts)
+            W, Cout, counts = C
+            if wk == 0:
+                store(acc, W, zc, m0, n0, wr * wm, wc * wn, M, N, tid, c_aligned)
+            sum_last(W, Cout, counts, z, m0, n0, M, N, tid)
+        elif wk == 0:
             store(acc, C, zc, m0, n0, wr * wm, wc * wn, M, N, tid, c_aligned)
 
     gemm_kernel.__name__ = cfg.name
     return gemm_kernel
+
+
+def _sum_last(cfg):
+    """sum_last(W, C, counts, z, m0, n0, M, N, tid), split_sum="last": after
+    every thread's part of the block's slice is stored (and fenced), one
+    thread counts the tile's arrivals; the block that arrives last adds the
+    split_k slices of its tile, in slice order (so floats sum as the second
+    kernel would), into C, and sets the count back to 0 for the next launch."""
+    split, bm, bn, threads = cfg.split_k, cfg.bm, cfg.bn, cfg.threads
+
+    def sum_last(W, C, counts, z, m0, n0, M, N, tid):
+        cuda.threadfence()
+        cuda.syncthreads()
+        is_last = cuda.shared.array(1, i32)
+        t = z * cuda.gridDim.x + cuda.blockIdx.x
+        if tid == 0:
+            is_last[0] = i32(cuda.atomic.add(counts, t, 1) == split - 1)
+        cuda.syncthreads()
+        if is_last[0]:
+            cuda.threadfence()
+            for i in range(tid, bm * bn, threads):
+                r, c = divmod32(i, bn)
+                row, col = m0 + r, n0 + c
+                if row < M and col < N:
+                    total = W[z * split, row, col]
+                    for s in range(1, split):
+                        total += W[z * split + s, row, col]
+                    C[z, row, col] = total
+            if tid == 0:
+                counts[t] = 0
+    return device(sum_last)
 
 
 def _k_part(cfg):

@@ -30,6 +30,7 @@ from numba import cuda
 from .. import primitives as P
 from ..config import SWIZZLE_BYTES
 from .regs import ACC, device, divmod32, generated, i32, u8
+from .split_k import slices_sum
 
 
 def kernel_function(cfg, warp_rt, copy_rt):
@@ -151,8 +152,8 @@ def _sum_last(cfg):
     """sum_last(W, C, counts, z, m0, n0, M, N, tid), split_sum="last": after
     every thread's part of the block's slice is stored (and fenced), one
     thread counts the tile's arrivals; the block that arrives last adds the
-    split_k slices of its tile, in slice order (so floats sum as the second
-    kernel would), into C, and sets the count back to 0 for the next launch."""
+    split_k slices of its tile into C as the second kernel adds them
+    (split_k.slices_sum), and sets the count back to 0 for the next launch."""
     split, bm, bn, threads = cfg.split_k, cfg.bm, cfg.bn, cfg.threads
 
     def sum_last(W, C, counts, z, m0, n0, M, N, tid):
@@ -169,10 +170,7 @@ def _sum_last(cfg):
                 r, c = divmod32(i, bn)
                 row, col = m0 + r, n0 + c
                 if row < M and col < N:
-                    total = W[z * split, row, col]
-                    for s in range(1, split):
-                        total += W[z * split + s, row, col]
-                    C[z, row, col] = total
+                    C[z, row, col] = slices_sum(W, z, split, row, col)
             if tid == 0:
                 counts[t] = 0
     return device(sum_last)

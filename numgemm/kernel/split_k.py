@@ -13,9 +13,22 @@ from dataclasses import dataclass
 
 from numba import cuda, types
 
-from .regs import OUT, divmod32, i32
+from .regs import OUT, device, divmod32, i32
 
 THREADS = 256
+
+
+def _slices_sum(W, z, S, r, c):
+    """Batch z's S slices of W at (r, c), added in slice order."""
+    total = W[z * S, r, c]
+    for s in range(1, S):
+        total += W[z * S + s, r, c]
+    return total
+
+
+#: The sum of one element's slices, as this kernel and a split_sum="last"
+#: kernel's last block (skeleton._sum_last) both add them.
+slices_sum = device(_slices_sum)
 
 
 @dataclass(frozen=True)
@@ -46,7 +59,4 @@ def split_sum(W, C, S):
     if i < C.shape[0] * M * N:
         z, rc = divmod32(i, M * N)
         r, c = divmod32(rc, N)
-        total = W[z * S, r, c]
-        for s in range(1, S):
-            total += W[z * S + s, r, c]
-        C[z, r, c] = total
+        C[z, r, c] = slices_sum(W, z, S, r, c)

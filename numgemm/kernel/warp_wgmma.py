@@ -48,16 +48,18 @@ def routine(cfg):
     # The k-tile's wgmmas, written out: the accumulators go in as one tuple and
     # come back as one, so that between fence and commit nothing else defines them.
     acc_tuple = "(" + ", ".join(f"acc[{e}]" for e in range(n_acc)) + ")"
-    lines = ["fence()", "da = desc(a_tile, u32(16), u32(sbo))", "db = desc(b_tile, u32(b_lbo), u32(sbo))",
-             f"d = {acc_tuple}"]
-    lines += [f"d = mma(d, da + u64({kk * a_step}), db + u64({kk * b_step}), u32(1))" for kk in range(cfg.ksteps)]
     if a_regs:
         lines = _a_from_registers(cfg.ksteps, b_step, acc_tuple, A_GROUP[cfg.bn])
+    else:
+        lines = ["fence()", "da = desc(a_tile, u32(16), u32(sbo))", "db = desc(b_tile, u32(b_lbo), u32(sbo))",
+                 f"d = {acc_tuple}"]
+        lines += [f"d = mma(d, da + u64({kk * a_step}), db + u64({kk * b_step}), u32(1))"
+                  for kk in range(cfg.ksteps)]
     lines += [f"acc[{e}] = d[{e}]" for e in range(n_acc)] + ["commit()"]
     compute = generated("compute", "acc, a_tile, b_tile", lines,
                         {"fence": ptx.wgmma_fence, "commit": ptx.wgmma_commit, "desc": desc, "mma": mma,
                          "u32": u32, "u64": u64, "sbo": _SBO, "b_lbo": b_lbo, "cuda": cuda,
-                         "ld4": ptx.ldmatrix_x4, "widen": widen, "wait_0": ptx.wgmma_wait_0})
+                         "ld4": ptx.ldmatrix_x4, "widen": widen, "wait_0": wait_0})
     return WarpRoutine(zeroed(n_acc, ACC[cfg.acc]), None, None, compute, _store(cfg, scaled))
 
 

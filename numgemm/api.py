@@ -117,7 +117,7 @@ def _launch_key(a, b, out, precision, kernel, preset, k, stream):
     keys = (_array_key(a), _array_key(b), _array_key(out))
     if None in keys:
         return None
-    ctx = _current_device()
+    ctx = _current_context()
     if not ctx:                                 # no context yet: the first call makes one
         return None
     key = (*keys, precision, kernel, preset, k, stream, ctx)
@@ -141,12 +141,12 @@ def _array_key(x):
     return None
 
 
-def _current_device():
+def _current_context():
     """The current CUDA context, asked of the driver (numba-cuda's
     current_context() costs several microseconds a call)."""
     from cuda.bindings import driver as drv
 
-    err, ctx = drv.cuCtxGetCurrent()
+    _, ctx = drv.cuCtxGetCurrent()          # on an error, no context: 0
     return int(ctx)
 
 

@@ -10,9 +10,10 @@ time (outside the sanitizer: python scripts/sanitize.py --all --build-only).
 Each kernel computes one product at a shape that is no multiple of any tile
 (default batch 1, M 300, N 520, K 200; INT4 with K - 1, odd) into a poisoned
 output, compared with the exact reference; kernels this GPU cannot run are
-named and skipped. --split S runs the named kernels split over K S ways
-(at the default shape, 3 leaves some blocks an empty run). Under the sanitizer a tool's report, not this script's
-exit status, is the verdict (--error-exitcode makes it the exit status).
+named and skipped. --split S runs the named kernels split over K S ways (at
+the default shape, 3 leaves some blocks an empty run). Under the sanitizer a
+tool's report, not this script's exit status, is the verdict
+(--error-exitcode makes it the exit status).
 """
 
 import argparse

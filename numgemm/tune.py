@@ -43,8 +43,7 @@ def candidates(precision, cc, shape, sms):
             continue
         # wgmma's 64-row tiles are for M > 16 (the small-M tiles' shapes below); its
         # clusters pair tile rows, so that below 256 rows of M one CTA computes zeros.
-        # INT4's widening producer has no registers to spare for a split (it spills).
-        if base.op == "wgmma" and (M <= 16 or (base.cluster > 1 and M <= 128) or base.widens_tile):
+        if base.op == "wgmma" and (M <= 16 or (base.cluster > 1 and M <= 128)):
             pool[name] = base
             continue
         tilings = {"": base}
@@ -52,6 +51,8 @@ def candidates(precision, cc, shape, sms):
             tilings.update(_smaller_tiles(base))
         for tag, cfg in tilings.items():
             pool[name + tag] = cfg
+            if cfg.widens_tile:     # INT4's widening producer has no registers to spare for a split
+                continue
             tiles, ktiles = -(-M // cfg.bm) * -(-N // cfg.bn), -(-cfg.prec.kbytes(K) // cfg.bk_bytes)
             for split in SPLITS:
                 if tiles < 2 * sms and tiles * split <= 4 * sms and ktiles >= 2 * split:
@@ -66,9 +67,12 @@ def _smaller_tiles(cfg):
     """{tag: config}: cfg in smaller block tiles, where valid: mma in 128 x 128
     and 64 x 64 tiles of four warps (FP16's K x N swizzled B: warps 64
     columns wide), small-M tiles 32 columns wide; wgmma with N = 128, in two
-    consumer warpgroups or one."""
+    consumer warpgroups or one (INT4's widening ones also with A widened by
+    the consumers, which in 128-column tiles have the registers for it)."""
     if cfg.op == "wgmma":
         shapes = {"_128x128": dict(bn=128), "_64x128": dict(bm=64, warps_m=4, bn=128)}
+        if cfg.widens_tile:
+            shapes.update({f"{tag}_rs": dict(change, a_regs=True) for tag, change in list(shapes.items())})
     elif cfg.bm == 16:              # small-M: half as wide, the same warps sharing more of K
         shapes = {"_16x32": dict(bn=32, warps_n=max(1, cfg.warps_n // 2), warps_k=cfg.warps_k * 2)}
     else:
@@ -86,12 +90,19 @@ def _smaller_tiles(cfg):
 
 
 def neighbours(cfg):
-    """{label suffix: config}: the second round, the winner one field away:
-    a stage more or fewer, another rasterization (block-tile kernels); those
-    that make a valid config."""
+    """{label suffix: config}: the second round, the winner one step away:
+    a stage more or fewer, another rasterization (block-tile kernels); for
+    small-M tiles, k-tiles twice or half as long with the warps moved between
+    N and K to match (each warp's share of a k-tile kept); those that make a
+    valid config."""
     changes = {f"s{s}": dict(stages=s) for s in (cfg.stages - 1, cfg.stages + 1)}
     if cfg.bm > 16 and not cfg.persistent:
         changes.update({f"r{r}": dict(raster=r) for r in (1, 4, 16) if r != cfg.raster})
+    if cfg.bm == 16:
+        if cfg.warps_n > 1:
+            changes["k2"] = dict(bk=cfg.bk * 2, warps_k=cfg.warps_k * 2, warps_n=cfg.warps_n // 2)
+        if cfg.warps_k > 1:
+            changes["kh"] = dict(bk=cfg.bk // 2, warps_k=cfg.warps_k // 2, warps_n=cfg.warps_n * 2)
     out = {}
     for label, change in changes.items():
         try:

@@ -26,6 +26,14 @@ def test_candidates_are_bounded_and_valid(precision, shape):
     assert all(c.bm == 16 for c in pool.values() if c.bm == 16) and (M <= 64 or all(c.bm > 16 for c in pool.values()))
     derived = [c for label, c in pool.items() if c.op == "wgmma" and label not in registry.REGISTRY["tuned"]]
     assert not (M <= 16 and derived) and not (M <= 128 and any(c.cluster > 1 for c in derived))
+    assert not any(c.widens_tile and c.split_k > 1 for c in pool.values())
+
+
+def test_int4_wgmma_gets_smaller_tiles_where_few():
+    """INT4's widening wgmma kernels, in smaller tiles where theirs leave SMs idle
+    (never split: the producer would spill)."""
+    pool = tune.candidates("int4", H200, (256, 4096, 4096), 132)
+    assert any(c.widens_tile and c.bm == 64 for c in pool.values())
 
 
 def test_neighbours_are_one_field_away():
@@ -33,3 +41,15 @@ def test_neighbours_are_one_field_away():
     for label, other in tune.neighbours(cfg).items():
         changed = [f for f, v in cfg.describe().items() if other.describe()[f] != v]
         assert len(changed) == 1, (label, changed)
+
+
+@pytest.mark.parametrize("name", ["int8_ptx_mma_k32_m16", "int4_ptx_unpack_s8_m16", "fp16_ptx_mma_m16"])
+def test_small_m_neighbours_move_warps_with_the_k_tile(name):
+    """Small-M tiles also try k-tiles twice and half as long, the warps moved
+    between N and K so that each warp's share of a k-tile stays the same."""
+    cfg = registry.get(name)
+    moved = {label: c for label, c in tune.neighbours(cfg).items() if c.bk != cfg.bk}
+    assert moved
+    for label, c in moved.items():
+        assert c.warps_n * c.warps_k == cfg.warps_n * cfg.warps_k, label
+        assert c.bk // c.warps_k == cfg.bk // cfg.warps_k and c.bn == cfg.bn, label

@@ -8,12 +8,14 @@ median of 20 launches at M x N x K for every K, the inputs rotated over as
 many sets as overflow L2 three times (as bench.py times them), each output
 sampled against the exact product; then the least-squares line
 t = t0 + bytes / BW through those points: BW is what each further byte
-costs, t0 what the launch costs besides. Beside them, on the same
-operands' bytes: an empty kernel (the events' floor), a device-to-device
-copy of B (which moves its bytes twice), and torch.matmul in fp16 at the
-same M x N x K (cuBLAS) where torch is installed.
+costs, t0 what the launch costs besides. Beside them: an empty kernel
+(the events' floor; torch's smallest kernel too, where torch is
+installed), a device-to-device copy of the first kernel's bytes (which
+moves them twice), and torch.matmul in fp16 at the same M x N x K
+(cuBLAS).
 """
 
+import math
 import sys
 
 import numpy as np
@@ -36,7 +38,7 @@ def _empty(x):
 
 def _rotated(precision, b_layout, M, N, K, rng):
     l2 = getattr(cuda.get_current_device(), "L2_CACHE_SIZE", 50 * 2**20)
-    sets = min(8, max(1, -(-3 * l2 // bytes_moved(precision, 1, M, N, K))))
+    sets = min(8, max(1, math.ceil(3 * l2 / bytes_moved(precision, 1, M, N, K))))
     host = [operands.values(precision, 1, M, N, K, rng) for _ in range(sets)]
     return host, [operands.to_device(precision, b_layout, a, b) for a, b in host]
 
@@ -88,6 +90,9 @@ def main(argv):
         import torch
     except ImportError:
         return 0
+    tiny = torch.zeros(256, device="cuda")
+    ms, _ = time_gpu(lambda i: tiny.fill_(i), repeats=20)
+    print(f"torch's fill_ of 256 floats: {ms * 1e3:.2f} us")
     points = []
     for K in ks:
         sets = [(torch.randn(M, K, device="cuda", dtype=torch.float16),

@@ -6,18 +6,20 @@
 The sizes are N (N x N x N) or M x N x K, comma-separated. Each argument
 after them is NAME:FIELD=VALUE,... (nothing after the colon:
 the kernel as registered). Every variant is timed at every size in one
-process (CUDA-event median of 20 launches after warm-up) and its output
-sampled against the exact product; a line per (size, variant).
+process (CUDA-event median of 20 launches after warm-up), its inputs
+rotated over as many sets as overflow L2 three times, as bench.py and
+--tune time them, and its output sampled against the exact product; a
+line per (size, variant).
 """
 
 import ast
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 
 from numgemm import operands, registry
-from numgemm.api import plan_gemm
-from numgemm.timing import time_gpu
+from numgemm.measure import operand_sets, timed
 
 
 def variant(spec):
@@ -33,15 +35,16 @@ def main(argv):
     shapes = [tuple(map(int, x.split("x"))) if "x" in x else (int(x),) * 3 for x in argv[0].split(",")]
     variants = [variant(spec) for spec in argv[1:]]
     rng = np.random.default_rng()
+    args = SimpleNamespace(batch=1, repeats=20)
     for M, N, K in shapes:
+        host, dev = {}, {}
         for name, fields, cfg in variants:
             p = cfg.precision
-            a, b = operands.values(p, 1, M, N, K, rng)
-            x, y = operands.to_device(p, cfg.b_layout, a, b)
-            out = operands.poisoned(p, (1, M, N), cfg.acc)
-            plan = plan_gemm(x, y, precision=p, kernel=cfg, out=out, k=K)
-            ms, _ = time_gpu(lambda i: plan.launch(), repeats=20)
-            ok = operands.sample_matches(out.copy_to_host(), a, b, p, rng, cfg.acc)
+            if p not in host:
+                host[p] = operand_sets(p, 1, (M, N, K), rng)
+            if (p, cfg.b_layout) not in dev:
+                dev[p, cfg.b_layout] = [operands.to_device(p, cfg.b_layout, a, b) for a, b in host[p]]
+            ms, ok, _, _ = timed(p, cfg, (M, N, K), dev[p, cfg.b_layout], host[p], args, rng)
             shape = f"{M}x{N}x{K}" if (M, N) != (K, K) else str(K)
             print(f"{shape:>5s} {name:22s} {fields:40s} {ms:.4f} ms {2 * M * N * K / ms / 1e9:8.1f} T(FL)OPS "
                   f"{'ok' if ok else 'FAIL'}", flush=True)

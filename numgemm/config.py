@@ -11,6 +11,9 @@ from .precision import PRECISIONS
 from .toolchain import parse_target, target_name
 
 SWIZZLE_BYTES = 128         # a swizzled shared row (and a TMA box's row): the 128-byte swizzle's span
+#: op="wgmma": the N of each instruction a k step issues, by the tile's bn (320, the
+#: width of cuBLAS's fp16 tiles on sm_90: m64n256 and m64n64 side by side).
+WGMMA_PARTS = {128: (128,), 256: (256,), 320: (256, 64)}
 
 
 def swizzled_offset(offset):
@@ -530,7 +533,7 @@ class KernelConfig:
         if self.widens_tile and (self.b_layout != "nk" or self.evict != "none"):
             err.append("unpack=tile widens N x K tiles loaded by ld.global (b_layout=nk, evict=none)")
         for what, row_bytes, unit in (("A", self.bk_bytes, 16), ("B", self.b_tile_shape[1], self.b_copy_bytes)):
-            if row_bytes % unit == 0 and self.copiers % (row_bytes // unit):
+            if self.copy != "tma" and row_bytes % unit == 0 and self.copiers % (row_bytes // unit):
                 err.append(f"{what} tile rows of {row_bytes} bytes do not divide among {self.copiers} threads")
             elif self.swizzle and self.copy == "cp_async" and (self.copiers // (row_bytes // unit)) % 8:
                 # a thread's rows then share r % 8, so one swizzled column serves all its copies
@@ -552,9 +555,10 @@ class KernelConfig:
         if self.shared_view.bk_bytes != SWIZZLE_BYTES:
             err.append(f"wgmma reads rows of {SWIZZLE_BYTES} bytes of K in the swizzle: bk={self.bk} is "
                        f"{self.shared_view.bk_bytes} bytes in shared memory")
-        if not self.shared_view.prec.wgmma or self.bn not in (128, 256):
-            err.append(f"wgmma: routines for N = 128 and 256 with f16 or s8 operands, got bn={self.bn}, "
-                       f"{self.precision}")
+        if not self.shared_view.prec.wgmma or self.bn not in WGMMA_PARTS or \
+                (self.bn == 320 and (self.precision != "fp16" or self.b_layout != "kn")):
+            err.append(f"wgmma: routines for N = 128 and 256 with f16 or s8 operands (and 320, as 256 + 64, "
+                       f"with f16 B as K x N), got bn={self.bn}, {self.precision}")
         if self.copy != ("cp_async" if self.widens_tile else "tma") or self.linkage != "inline" \
                 or self.unpack not in ("none", "tile", "tile_scaled"):
             err.append("wgmma: its stages come by TMA (copy=tma), or for INT4 widened by the producer "
@@ -564,8 +568,7 @@ class KernelConfig:
         if self.a_regs and not self.widens_tile:
             err.append("a_regs: A widened by the consumers for wgmma with A from registers (unpack=tile or "
                        "tile_scaled)")
-        if self.cluster not in (1, 2) or self.rows_b % (self.cluster * 8) or \
-                (self.b_layout == "kn" and self.b_tile_shape[1] // SWIZZLE_BYTES % self.cluster):
+        if self.cluster not in (1, 2) or self.rows_b % (self.cluster * 8):
             err.append(f"wgmma: cluster 1 or 2, splitting B's tile into whole boxes, got {self.cluster}")
         if self.persistent and self.min_blocks != 1:
             err.append("persistent: one block per SM (min_blocks=1)")

@@ -78,7 +78,7 @@ class Precision:
         return int(self.ceiling.split("k")[1].split("_")[0])
 
     def wgmma_at(self, n):
-        """The wgmma routine of N = n (128 or 256)."""
+        """The wgmma routine of N = n (64, 128 or 256)."""
         return self.wgmma.replace("n256", f"n{n}")
 
     @property

@@ -219,7 +219,8 @@ def test_tma_operands_of_every_shape(name, rng):
                                          ("fp16_wgmma", dict(b_layout="nk", cluster=2, persistent=True)),
                                          ("fp16_wgmma", dict(bn=128)), ("int8_wgmma", dict(bn=128, cluster=1)),
                                          ("int8_wgmma", dict(bm=64, warps_m=4, bn=128)),
-                                         ("fp16_wgmma", dict(bm=64, warps_m=4, bn=128, persistent=False))])
+                                         ("fp16_wgmma", dict(bm=64, warps_m=4, bn=128, persistent=False)),
+                                         ("fp16_wgmma", dict(bn=320)), ("fp16_wgmma", dict(bn=320, cluster=1))])
 def test_wgmma_clusters_and_persistent_tiles(name, fields, rng):
     """A cluster pairs tile rows (an odd count leaves a CTA past M, which must
     still share its part of B and store nothing); a persistent grid walks
@@ -313,6 +314,25 @@ def test_wgmma_in_tiles_of_128_columns(name, fields):
     b = build_config(cfg, "sm_90")
     assert b.count(expected_sass(cfg, "sm_90")[0]) >= 1 and "64x128" in expected_sass(cfg, "sm_90")[0]
     assert b.local_bytes == 0 and b.calls == 0 and b.count("USETMAXREG.TRY_ALLOC") == 1
+
+
+@pytest.mark.parametrize("cluster", [1, 2])
+def test_wgmma_320_columns_as_two_instructions(cluster):
+    """bn=320: each k step an m64n256 and an m64n64 side by side, their
+    accumulators in registers (160 a consumer thread), no calls; a cluster
+    pair shares B's five boxes three and two."""
+    cfg = registry.get("fp16_wgmma").replace(bn=320, cluster=cluster)
+    b = build_config(cfg, "sm_90")
+    wide, narrow = b.count("HGMMA.64x256x16.F32"), b.count("HGMMA.64x64x16.F32")
+    assert wide >= cfg.ksteps and wide == narrow
+    assert b.local_bytes == 0 and b.calls == 0 and b.count("USETMAXREG.TRY_ALLOC") == 1
+
+
+@pytest.mark.parametrize("name,fields", [("int8_wgmma", dict(bn=320)), ("fp16_wgmma", dict(bn=320, b_layout="nk")),
+                                         ("fp16_wgmma", dict(bn=192))])
+def test_wgmma_tile_widths_without_routines_are_refused(name, fields):
+    with pytest.raises(ValueError, match="bn="):
+        registry.get(name).replace(**fields)
 
 
 def test_a_from_registers_feeds_wgmma_registers():

@@ -27,6 +27,7 @@ from concurrent.futures import ProcessPoolExecutor
 from numba import cuda, types
 
 from .. import cache
+from ..config import WGMMA_PARTS
 from ..sass import (
     NVVM_OPTIONS,
     Build,
@@ -241,6 +242,7 @@ def expected_sass(cfg, target):
         return cfg.prec.wmma_sass, False
     m, n, k = cfg.op_shape
     if cfg.op == "wgmma":
+        n = WGMMA_PARTS[n][0]               # the first (widest) of the instructions side by side
         return f"HGMMA.{m}x{n}x{k}.F32" if cfg.precision == "fp16" else f"IGMMA.{m}x{n}x{k}.S8.S8", False
     if cfg.precision == "fp16":
         return f"HMMA.{m}{n}{k}.{'F16' if cfg.acc == 'f16' else 'F32'}", False

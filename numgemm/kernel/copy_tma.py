@@ -104,7 +104,8 @@ def routine(cfg):
     bkb, kn, b_esize, bk_units = cfg.bk_bytes, cfg.b_layout == "kn", 2, cfg.bk // cfg.prec.k_per_unit
     producer = cfg.producer_threads > 0
     cl = cfg.cluster
-    # A cluster's CTAs share B: each loads 1 / cl of it (N x K: rows; K x N: boxes).
+    # A cluster's CTAs share B: each loads 1 / cl of it (N x K: rows; K x N: boxes,
+    # every cl-th where they do not divide).
     share_rows, share_boxes = cfg.tma_box_rows[1], b_boxes // cl
     mask = u32((1 << cl) - 1)
 
@@ -144,6 +145,11 @@ def routine(cfg):
                 for box in range(b_boxes):
                     ptx.tma_load_3d(bx.dst + u32(tile_a + box * b_box_bytes), bx.tmaps + u64(128),
                                     (bx.b0 + i32(box * SWIZZLE_BYTES), bx.b1, bx.zb), bx.bar)
+            elif kn and b_boxes % cl:   # boxes that do not divide: every cl-th from the CTA's rank
+                for box in range(b_boxes):
+                    if u32(box % cl) == bx.rank:
+                        ptx.tma_load_3d_multicast(bx.dst + u32(tile_a + box * b_box_bytes), bx.tmaps + u64(128),
+                                                  (bx.b0 + i32(box * SWIZZLE_BYTES), bx.b1, bx.zb), bx.bar, mask)
             elif kn:                    # this CTA's boxes of B's columns, to every CTA
                 for i in range(share_boxes):
                     box = bx.rank * u32(share_boxes) + u32(i)

@@ -1,8 +1,8 @@
 """The wgmma warp routine (sm_90a; ptx_asm/wgmma.ptx, through numgemm.primitives).
 
 A consumer warpgroup computes 64 rows x bn of the block tile with
-wgmma.mma_async m64n256 (or m64n128), its 128 (64) accumulators a thread
-in registers. Its A
+wgmma.mma_async m64n256 (or m64n128; bn = 320 issues m64n256 and m64n64
+side by side), its bn / 2 accumulators a thread in registers. Its A
 rows and all of B are read from the stage's 128-byte swizzled tiles, as TMA
 landed them, through matrix descriptors: A and an N x K B are K-major (a k
 step moves the descriptor along the row), a K x N B (fp16) is N-major (the
@@ -17,11 +17,13 @@ warpgroup holding its rows 16w .. 16w + 15: the mma epilogue stores it, as
 it would a 16 x bn warp tile (cfg.warp_tile).
 """
 
+from types import SimpleNamespace
+
 from numba import cuda
 
 from .. import primitives as P
-from ..config import SWIZZLE_BYTES
-from .regs import ACC, device, generated, u32, u64, zeroed
+from ..config import SWIZZLE_BYTES, WGMMA_PARTS
+from .regs import ACC, device, generated, inlined, u32, u64, zeroed
 from .seams import WarpRoutine
 from .warp_mma import _store
 
@@ -36,8 +38,10 @@ def routine(cfg):
     a_regs, widen = cfg.a_regs, ptx.unpack_s4_s8x16 if cfg.scaled else ptx.unpack_s4_s8
     cfg, scaled = cfg.shared_view, cfg.scaled
     kn = cfg.b_layout == "kn"
-    mma = getattr(ptx, cfg.prec.wgmma_at(cfg.bn) + ("_tb" if kn else "") + ("_rs" if a_regs else ""))
     n_acc = cfg.bm * cfg.bn // (cfg.threads - cfg.producer_threads)
+    parts = WGMMA_PARTS[cfg.bn]
+    mmas = {f"mma{i}": getattr(ptx, cfg.prec.wgmma_at(n) + ("_tb" if kn else "") + ("_rs" if a_regs else ""))
+            for i, n in enumerate(parts)}
     ksb = cfg.kstep_bytes
     # A descriptor's step for one k step, in its 16-byte units: along the 128-byte
     # row (K-major), or 16 rows of k units down a K x N box (N-major).
@@ -50,17 +54,55 @@ def routine(cfg):
     acc_tuple = "(" + ", ".join(f"acc[{e}]" for e in range(n_acc)) + ")"
     if a_regs:
         lines = _a_from_registers(cfg.ksteps, b_step, acc_tuple, A_GROUP[cfg.bn])
-    else:
+        lines += [f"acc[{e}] = d[{e}]" for e in range(n_acc)]
+    elif len(parts) == 1:
         lines = ["fence()", "da = desc(a_tile, u32(16), u32(sbo))", "db = desc(b_tile, u32(b_lbo), u32(sbo))",
                  f"d = {acc_tuple}"]
-        lines += [f"d = mma(d, da + u64({kk * a_step}), db + u64({kk * b_step}), u32(1))"
+        lines += [f"d = mma0(d, da + u64({kk * a_step}), db + u64({kk * b_step}), u32(1))"
                   for kk in range(cfg.ksteps)]
-    lines += [f"acc[{e}] = d[{e}]" for e in range(n_acc)] + ["commit()"]
+        lines += [f"acc[{e}] = d[{e}]" for e in range(n_acc)]
+    else:
+        # Instructions side by side (WGMMA_PARTS): acc is a pair of arrays, one a
+        # part, so that each part's epilogue is the mma one on an array of its
+        # own; a part's B is the boxes of 64 columns from its first (lbo apart).
+        firsts = [sum(parts[:i]) for i in range(len(parts))]       # each part's first column
+        lines = ["fence()", "da = desc(a_tile, u32(16), u32(sbo))", "db = desc(b_tile, u32(b_lbo), u32(sbo))"]
+        lines += [f"d{i} = (" + ", ".join(f"acc[{i}][{e}]" for e in range(n // 2)) + ")" for i, n in enumerate(parts)]
+        for kk in range(cfg.ksteps):
+            lines += [f"d{i} = mma{i}(d{i}, da + u64({kk * a_step}), db + u64({(f // 64 * b_lbo >> 4) + kk * b_step}), "
+                      f"u32(1))" for i, f in enumerate(firsts)]
+        lines += [f"acc[{i}][{e}] = d{i}[{e}]" for i, n in enumerate(parts) for e in range(n // 2)]
+    lines.append("commit()")
     compute = generated("compute", "acc, a_tile, b_tile", lines,
-                        {"fence": ptx.wgmma_fence, "commit": ptx.wgmma_commit, "desc": desc, "mma": mma,
+                        {"fence": ptx.wgmma_fence, "commit": ptx.wgmma_commit, "desc": desc, **mmas,
                          "u32": u32, "u64": u64, "sbo": _SBO, "b_lbo": b_lbo, "cuda": cuda,
                          "ld4": ptx.ldmatrix_x4, "widen": widen, "wait_0": wait_0})
-    return WarpRoutine(zeroed(n_acc, ACC[cfg.acc]), None, None, compute, _store(cfg, scaled))
+    init = zeroed(n_acc, ACC[cfg.acc]) if len(parts) == 1 else _zeroed_parts(parts, ACC[cfg.acc])
+    return WarpRoutine(init, None, None, compute, _stores(cfg, scaled, parts))
+
+
+def _zeroed_parts(parts, dtype):
+    """init for two instructions side by side: a pair of zeroed arrays."""
+    z0, z1 = (zeroed(n // 2, dtype) for n in parts)
+
+    def init():
+        return z0(), z1()
+    return inlined(init)
+
+
+def _stores(cfg, scaled, parts):
+    """The epilogue: the mma one; for instructions side by side, the mma one
+    of each part (its array of accumulators, its columns). One loop across
+    all 320 columns with a run-time offset into one array is more than LLVM
+    unrolls, and its accumulators would live in local memory."""
+    if len(parts) == 1:
+        return _store(cfg, scaled)
+    env = {f"s{i}": _store(SimpleNamespace(bm=cfg.bm, bn=n, warp_tile=(16, n), kstep_bytes=cfg.kstep_bytes,
+                                           acc=cfg.acc, linkage=cfg.linkage), scaled)
+           for i, n in enumerate(parts)}
+    return generated("store", "acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned",
+                     [f"s{i}(acc[{i}], C, z, m0, n0 + {sum(parts[:i])}, wr0, wc0, M, N, tid, c_aligned)"
+                      for i in range(len(parts))], env)
 
 
 #: a_regs: k steps whose A registers are live at once, by bn. A commit group
@@ -90,7 +132,7 @@ def _a_from_registers(ksteps, b_step, acc_tuple, group):
                 lines.append(f"r = ld4(row + u32((({2 * kk} + hi) ^ x) << 4))")
             h = 2 * (kk % 2)
             lines += [f"w0, w1 = widen(r[{h}]), widen(r[{h + 1}])", f"a{kk} = (w0[0], w1[0], w0[1], w1[1])"]
-        lines += ["fence()"] + [f"d = mma(d, a{kk}, db + u64({kk * b_step}), u32(1))" for kk in range(g0, g0 + group)]
+        lines += ["fence()"] + [f"d = mma0(d, a{kk}, db + u64({kk * b_step}), u32(1))" for kk in range(g0, g0 + group)]
         if g0 + group < ksteps:
             lines += ["commit()", "wait_0()"]
     return lines

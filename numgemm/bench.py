@@ -390,7 +390,7 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
         # Each result as it comes: a run cut short keeps what it measured.
         log(f"  {kname}: {ms:.3f} ms, {row.tops:.1f} T(FL)OPS")
     del dev_sets
-    for pname, prun, pcheck in ([] if args.no_peers else peer_runs(precision, M, N, K, batch, rng)):
+    for pname, prun, pcheck in ([] if args.no_peers else peer_runs(precision, M, N, K, batch, rng, len(host_sets))):
         log(f"[{precision} {label}] time {pname}")
         state = {}
         ms, _ = time_gpu(prun, repeats=args.repeats, between=between,

@@ -24,48 +24,61 @@ def _cupy():
     return cupy
 
 
-def peer_runs(precision, M, N, K, batch, rng):
+def peer_runs(precision, M, N, K, batch, rng, sets=1):
     """[(name, run(i), check())] for the libraries that can do this GEMM.
 
-    run(i) enqueues one product (without synchronizing); check() compares the
-    last result with exact dot products on a sample of entries (numgemm.operands)."""
+    run(i) enqueues one product (without synchronizing) on operand set
+    i % sets: as many sets as numgemm's kernels rotate over (operand_sets),
+    so that a library reads its inputs from where they do (DRAM, where the
+    sets overflow L2), not from L2. check() compares the last result with
+    exact dot products on a sample of entries (numgemm.operands)."""
     torch = _torch()
+    last = {"i": 0}
     if precision == "fp16":
-        a, b = values(precision, batch, M, N, K, rng)
+        host = [values(precision, batch, M, N, K, rng) for _ in range(sets)]
         if torch is not None:
-            ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+            dev = [(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()) for a, b in host]
             out = {}
 
             def run(i):
-                out["c"] = torch.matmul(ta, tb)
-            return [("cublas_fp16 (torch)", run, lambda: _ok(out["c"].float().cpu().numpy(), a, b, precision))]
+                last["i"] = i % sets
+                out["c"] = torch.matmul(*dev[last["i"]])
+            return [("cublas_fp16 (torch)", run,
+                     lambda: _ok(out["c"].float().cpu().numpy(), *host[last["i"]], precision))]
         cupy = _cupy()
         if cupy is not None:
-            ca, cb = cupy.asarray(a), cupy.asarray(b)
+            dev = [(cupy.asarray(a), cupy.asarray(b)) for a, b in host]
             out = {}
 
             def run(i):
-                out["c"] = cupy.matmul(ca, cb)
-            return [("cublas_fp16 (cupy)", run, lambda: _ok(cupy.asnumpy(out["c"]).astype(np.float32), a, b, precision))]
+                last["i"] = i % sets
+                out["c"] = cupy.matmul(*dev[last["i"]])
+            return [("cublas_fp16 (cupy)", run,
+                     lambda: _ok(cupy.asnumpy(out["c"]).astype(np.float32), *host[last["i"]], precision))]
         return []
     if torch is None or M <= 16:
         return []                   # torch._int_mm needs M > 16
-    a, bt = values("int8", 1, M, N, K, rng)
-    ta, tb = torch.from_numpy(a[0]).cuda(), torch.from_numpy(bt[0]).cuda().t()     # B column-major
+    host = [values("int8", 1, M, N, K, rng) for _ in range(sets)]
+    dev = [(torch.from_numpy(a[0]).cuda(), torch.from_numpy(bt[0]).cuda().t()) for a, bt in host]     # B column-major
     out = {}
 
     def run(i):
+        last["i"] = i % sets
+        ta, tb = dev[last["i"]]
         for _ in range(batch):
             out["c"] = torch._int_mm(ta, tb)
-    peers = [("cublaslt_int8 (torch._int_mm)", run, lambda: _ok(out["c"].cpu().numpy()[None], a, bt, "int8"))]
+    peers = [("cublaslt_int8 (torch._int_mm)", run,
+              lambda: _ok(out["c"].cpu().numpy()[None], *host[last["i"]], "int8"))]
     triton = _triton()
     if triton is not None:
         tc = torch.empty((M, N), dtype=torch.int32, device="cuda")
 
         def run_triton(i):
+            last["i"] = i % sets
+            ta, tb = dev[last["i"]]
             for _ in range(batch):
                 triton.int8_mm(ta, tb, tc)
-        peers.append((triton.NAME, run_triton, lambda: _ok(tc.cpu().numpy()[None], a, bt, "int8")))
+        peers.append((triton.NAME, run_triton, lambda: _ok(tc.cpu().numpy()[None], *host[last["i"]], "int8")))
     return peers
 
 

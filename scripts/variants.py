@@ -9,7 +9,9 @@ the kernel as registered). Every variant is timed at every size in one
 process (CUDA-event median of 20 launches after warm-up), its inputs
 rotated over as many sets as overflow L2 three times, as bench.py and
 --tune time them, and its output sampled against the exact product; a
-line per (size, variant).
+line per (size, variant). With --peers, the libraries of each variant's
+precision (numgemm.peers: cuBLAS fp16, cuBLASLt and Triton int8, those
+installed) are timed after them at each size, in the same run.
 """
 
 import ast
@@ -20,6 +22,8 @@ import numpy as np
 
 from numgemm import operands, registry
 from numgemm.measure import operand_sets, timed
+from numgemm.peers import peer_runs
+from numgemm.timing import time_gpu
 
 
 def variant(spec):
@@ -32,6 +36,8 @@ def variant(spec):
 
 
 def main(argv):
+    with_peers = "--peers" in argv
+    argv = [a for a in argv if a != "--peers"]
     shapes = [tuple(map(int, x.split("x"))) if "x" in x else (int(x),) * 3 for x in argv[0].split(",")]
     variants = [variant(spec) for spec in argv[1:]]
     rng = np.random.default_rng()
@@ -48,6 +54,11 @@ def main(argv):
             shape = f"{M}x{N}x{K}" if (M, N) != (K, K) else str(K)
             print(f"{shape:>5s} {name:22s} {fields:40s} {ms:.4f} ms {2 * M * N * K / ms / 1e9:8.1f} T(FL)OPS "
                   f"{'ok' if ok else 'FAIL'}", flush=True)
+        for p in host if with_peers else ():
+            for name, run, check in peer_runs(p, M, N, K, 1, rng, len(host[p])):
+                ms, _ = time_gpu(run, repeats=20)
+                print(f"{shape:>5s} {name:63s} {ms:.4f} ms {2 * M * N * K / ms / 1e9:8.1f} T(FL)OPS "
+                      f"{'ok' if check() else 'FAIL'}", flush=True)
     return 0
 
 

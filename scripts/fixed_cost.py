@@ -20,14 +20,12 @@ import sys
 
 import numpy as np
 from numba import cuda
+from variants import variant
 
 from numgemm import operands
 from numgemm.api import plan_gemm
 from numgemm.measure import bytes_moved
 from numgemm.timing import time_gpu
-
-sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from variants import variant  # noqa: E402
 
 
 @cuda.jit
@@ -81,7 +79,7 @@ def main(argv):
     p0 = specs[0][2].precision if specs else "int8"
     points = []
     for K in ks:
-        nbytes = bytes_moved(p0, 1, M, N, K)
+        nbytes = int(bytes_moved(p0, 1, M, N, K))
         src, dst = cuda.device_array(nbytes, np.uint8), cuda.device_array(nbytes, np.uint8)
         ms, _ = time_gpu(lambda i: dst.copy_to_device(src), repeats=20)
         points.append((2 * nbytes, ms * 1e3))

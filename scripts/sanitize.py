@@ -25,7 +25,8 @@ import numpy as np
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("kernels", nargs="*", help="registered names of the tuned preset")
+    ap.add_argument("kernels", nargs="*", help="registered names of the tuned preset, or NAME:FIELD=VALUE,... "
+                    "(a variant, as scripts/variants.py takes)")
     ap.add_argument("--all", action="store_true", help="every registered kernel of both presets")
     ap.add_argument("--shape", default="1x300x520x200", help="BATCHxMxNxK")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="build processes")
@@ -46,8 +47,10 @@ def main(argv=None):
         chosen = [(f"{p}/{n}", p, registry.get(n, p)) for p in registry.PRESETS for n in registry.names(p)]
         chosen += [(f"winner/{name}", "tuned", c) for c, name in tuning.winners(target_name(cc)).items()]
     else:
+        from variants import variant
+
         split = {"split_k": args.split} if args.split > 1 else {}
-        chosen = [(f"tuned/{n}" + (f"_split{args.split}" if split else ""), "tuned", registry.get(n).replace(**split))
+        chosen = [(f"tuned/{n}" + (f"_split{args.split}" if split else ""), "tuned", variant(n)[2].replace(**split))
                   for n in args.kernels]
     runnable = [c for _, _, c in chosen if c.unsupported(cc) is None]
     needed, hits, built, secs = prebuild(runnable, cc, args.jobs)

@@ -9,7 +9,8 @@ registered tilings gemm() may run on this GPU (registry.CHOICES: block
 tiles, small-M tiles, TMA twins, wgmma), the same in smaller block tiles
 where theirs leave SMs idle, each of them split over K by the factors
 that still leave some; then the winner's neighbours (a stage more or
-fewer, another rasterization). Every candidate is checked exactly before
+fewer, another rasterization; small-M tiles in k-tiles twice or half as
+long). Every candidate is checked exactly before
 it is timed (numgemm.measure). The fastest of each shape is written to
 the kernel cache folder's tuned/<arch>.json (or --tune-out), each
 precision as it is done.
@@ -33,8 +34,10 @@ def candidates(precision, cc, shape, sms):
     """{label: config}: the first round of the search at one shape. The
     registered kernels gemm() may choose on this GPU; where a block-tile
     kernel's tiles fill fewer than two waves of the SMs, the same kernel in
-    smaller block tiles; and each of those split over K where its tiles
-    leave SMs idle, by factors that give every block at least two k-tiles."""
+    smaller block tiles (INT4's widening wgmma ones also with A widened by
+    the consumers); and each of those split over K where its tiles leave SMs
+    idle, by factors that give every block at least two k-tiles (not the
+    widening wgmma ones)."""
     M, N, K = shape
     pool = {}
     for name in registry.choices(precision, cc):

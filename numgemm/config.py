@@ -12,8 +12,9 @@ from .toolchain import parse_target, target_name
 
 SWIZZLE_BYTES = 128         # a swizzled shared row (and a TMA box's row): the 128-byte swizzle's span
 #: op="wgmma": the N of each instruction a k step issues, by the tile's bn (320, the
-#: width of cuBLAS's fp16 tiles on sm_90: m64n256 and m64n64 side by side).
-WGMMA_PARTS = {128: (128,), 256: (256,), 320: (256, 64)}
+#: width of cuBLAS's fp16 tiles on sm_90: m64n256 and m64n64 side by side). 64 and
+#: 320 have routines for f16 with B as K x N only.
+WGMMA_PARTS = {64: (64,), 128: (128,), 256: (256,), 320: (256, 64)}
 
 
 def swizzled_offset(offset):
@@ -495,8 +496,10 @@ class KernelConfig:
             err.append(f"swizzled K x N B: a warp's {wn} columns must be one {SWIZZLE_BYTES}-byte box wide")
         if self.zfill_src not in ("base", "any"):
             err.append("zfill_src must be base or any")
-        if not 2 <= self.stages <= 5:
-            err.append("stages must be 2..5 (cp.async.wait_group 0..3)")
+        ring = self.op == "wgmma" and self.copy == "tma"       # mbarriers count its stages, not wait_group
+        if not 2 <= self.stages <= (16 if ring else 5):
+            err.append(f"stages must be 2..5 (cp.async.wait_group 0..3), or 2..16 for wgmma by TMA, "
+                       f"got {self.stages}")
         if self.smem_pad % 16:
             err.append("smem_pad must be a multiple of 16 bytes (ldmatrix rows are 16-byte aligned)")
         for name, width in (("a_ldmatrix", self.a_ldmatrix), ("b_ldmatrix", self.b_ldmatrix)):
@@ -556,9 +559,9 @@ class KernelConfig:
             err.append(f"wgmma reads rows of {SWIZZLE_BYTES} bytes of K in the swizzle: bk={self.bk} is "
                        f"{self.shared_view.bk_bytes} bytes in shared memory")
         if not self.shared_view.prec.wgmma or self.bn not in WGMMA_PARTS or \
-                (self.bn == 320 and (self.precision != "fp16" or self.b_layout != "kn")):
-            err.append(f"wgmma: routines for N = 128 and 256 with f16 or s8 operands (and 320, as 256 + 64, "
-                       f"with f16 B as K x N), got bn={self.bn}, {self.precision}")
+                (self.bn in (64, 320) and (self.precision != "fp16" or self.b_layout != "kn")):
+            err.append(f"wgmma: routines for N = 128 and 256 with f16 or s8 operands (and 64 and 320, as "
+                       f"256 + 64, with f16 B as K x N), got bn={self.bn}, {self.precision}")
         if self.copy != ("cp_async" if self.widens_tile else "tma") or self.linkage != "inline" \
                 or self.unpack not in ("none", "tile", "tile_scaled"):
             err.append("wgmma: its stages come by TMA (copy=tma), or for INT4 widened by the producer "

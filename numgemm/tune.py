@@ -70,12 +70,17 @@ def _smaller_tiles(cfg):
     """{tag: config}: cfg in smaller block tiles, where valid: mma in 128 x 128
     and 64 x 64 tiles of four warps (FP16's K x N swizzled B: warps 64
     columns wide), small-M tiles 32 columns wide; wgmma with N = 128, in two
-    consumer warpgroups or one (INT4's widening ones also with A widened by
-    the consumers, which in 128-column tiles have the registers for it)."""
+    consumer warpgroups or one, and FP16's 64 x 64, each with as many stages
+    as shared memory holds (INT4's widening ones instead also with A widened
+    by the consumers, which in 128-column tiles have the registers for it)."""
     if cfg.op == "wgmma":
         shapes = {"_128x128": dict(bn=128), "_64x128": dict(bm=64, warps_m=4, bn=128)}
         if cfg.widens_tile:
             shapes.update({f"{tag}_rs": dict(change, a_regs=True) for tag, change in list(shapes.items())})
+        else:       # TMA's ring as deep as shared memory holds (and FP16's 64 x 64 tiles)
+            if cfg.precision == "fp16" and cfg.b_layout == "kn":
+                shapes["_64x64"] = dict(bm=64, warps_m=4, bn=64)
+            shapes = {tag: dict(change, stages=_deepest(cfg.replace(**change))) for tag, change in shapes.items()}
     elif cfg.bm == 16:              # small-M: half as wide, the same warps sharing more of K
         shapes = {"_16x32": dict(bn=32, warps_n=max(1, cfg.warps_n // 2), warps_k=cfg.warps_k * 2)}
     else:
@@ -92,6 +97,17 @@ def _smaller_tiles(cfg):
     return out
 
 
+def _deepest(cfg):
+    """The most stages (up to 16) that cfg's tiles can have in shared memory."""
+    for stages in range(16, cfg.stages, -1):
+        try:
+            cfg.replace(stages=stages)
+            return stages
+        except ValueError:
+            continue
+    return cfg.stages
+
+
 def neighbours(cfg):
     """{label suffix: config}: the second round, the winner one step away:
     a stage more or fewer, another rasterization (block-tile kernels); for
@@ -99,6 +115,9 @@ def neighbours(cfg):
     N and K to match (each warp's share of a k-tile kept); those that make a
     valid config."""
     changes = {f"s{s}": dict(stages=s) for s in (cfg.stages - 1, cfg.stages + 1)}
+    if cfg.op == "wgmma" and cfg.copy == "tma":     # a ring of mbarriers: halfway to the deepest too
+        deep = _deepest(cfg)
+        changes.update({f"s{s}": dict(stages=s) for s in {deep, (cfg.stages + deep + 1) // 2} - {cfg.stages}})
     if cfg.bm > 16 and not cfg.persistent:
         changes.update({f"r{r}": dict(raster=r) for r in (1, 4, 16) if r != cfg.raster})
     if cfg.bm == 16:

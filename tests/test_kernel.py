@@ -220,7 +220,8 @@ def test_tma_operands_of_every_shape(name, rng):
                                          ("fp16_wgmma", dict(bn=128)), ("int8_wgmma", dict(bn=128, cluster=1)),
                                          ("int8_wgmma", dict(bm=64, warps_m=4, bn=128)),
                                          ("fp16_wgmma", dict(bm=64, warps_m=4, bn=128, persistent=False)),
-                                         ("fp16_wgmma", dict(bn=320)), ("fp16_wgmma", dict(bn=320, cluster=1))])
+                                         ("fp16_wgmma", dict(bn=320)), ("fp16_wgmma", dict(bn=320, cluster=1)),
+                                         ("fp16_wgmma", dict(bm=64, warps_m=4, bn=64, stages=12, cluster=1))])
 def test_wgmma_clusters_and_persistent_tiles(name, fields, rng):
     """A cluster pairs tile rows (an odd count leaves a CTA past M, which must
     still share its part of B and store nothing); a persistent grid walks
@@ -328,8 +329,19 @@ def test_wgmma_320_columns_as_two_instructions(cluster):
     assert b.local_bytes == 0 and b.calls == 0 and b.count("USETMAXREG.TRY_ALLOC") == 1
 
 
+def test_wgmma_ring_deeper_than_cp_async_allows():
+    """TMA's ring counts its stages with mbarriers, not cp.async.wait_group:
+    a 64 x 64 FP16 tile in 14 stages builds, without local memory; a cp.async
+    kernel stays within 5."""
+    cfg = registry.get("fp16_wgmma_cl1").replace(bm=64, warps_m=4, bn=64, stages=14)
+    b = build_config(cfg, "sm_90")
+    assert b.count("HGMMA.64x64x16.F32") >= cfg.ksteps and b.local_bytes == 0 and b.calls == 0
+    with pytest.raises(ValueError, match="stages"):
+        registry.get("fp16_ptx_mma").replace(stages=6)
+
+
 @pytest.mark.parametrize("name,fields", [("int8_wgmma", dict(bn=320)), ("fp16_wgmma", dict(bn=320, b_layout="nk")),
-                                         ("fp16_wgmma", dict(bn=192))])
+                                         ("fp16_wgmma", dict(bn=192)), ("int8_wgmma", dict(bm=64, warps_m=4, bn=64))])
 def test_wgmma_tile_widths_without_routines_are_refused(name, fields):
     with pytest.raises(ValueError, match="bn="):
         registry.get(name).replace(**fields)

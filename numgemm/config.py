@@ -15,6 +15,8 @@ SWIZZLE_BYTES = 128         # a swizzled shared row (and a TMA box's row): the 1
 #: width of cuBLAS's fp16 tiles on sm_90: m64n256 and m64n64 side by side). 64 and
 #: 320 have routines for f16 with B as K x N only.
 WGMMA_PARTS = {64: (64,), 128: (128,), 256: (256,), 320: (256, 64)}
+#: op="wgmma" by TMA: the most stages its ring of mbarriers may have (cp.async kernels: 5).
+RING_STAGES = 16
 
 
 def swizzled_offset(offset):
@@ -497,9 +499,9 @@ class KernelConfig:
         if self.zfill_src not in ("base", "any"):
             err.append("zfill_src must be base or any")
         ring = self.op == "wgmma" and self.copy == "tma"       # mbarriers count its stages, not wait_group
-        if not 2 <= self.stages <= (16 if ring else 5):
-            err.append(f"stages must be 2..5 (cp.async.wait_group 0..3), or 2..16 for wgmma by TMA, "
-                       f"got {self.stages}")
+        if not 2 <= self.stages <= (RING_STAGES if ring else 5):
+            err.append(f"stages must be 2..5 (cp.async.wait_group 0..3), or 2..{RING_STAGES} for wgmma by "
+                       f"TMA, got {self.stages}")
         if self.smem_pad % 16:
             err.append("smem_pad must be a multiple of 16 bytes (ldmatrix rows are 16-byte aligned)")
         for name, width in (("a_ldmatrix", self.a_ldmatrix), ("b_ldmatrix", self.b_ldmatrix)):

@@ -19,6 +19,7 @@ precision as it is done.
 from pathlib import Path
 
 from . import operands, registry
+from .config import RING_STAGES
 from .measure import check, log, operand_sets, prebuild, timed
 from .timing import device_name
 from .toolchain import target_name
@@ -98,8 +99,8 @@ def _smaller_tiles(cfg):
 
 
 def _deepest(cfg):
-    """The most stages (up to 16) that cfg's tiles can have in shared memory."""
-    for stages in range(16, cfg.stages, -1):
+    """The most stages (up to RING_STAGES) that cfg's tiles can have in shared memory."""
+    for stages in range(RING_STAGES, cfg.stages, -1):
         try:
             cfg.replace(stages=stages)
             return stages
@@ -110,10 +111,11 @@ def _deepest(cfg):
 
 def neighbours(cfg):
     """{label suffix: config}: the second round, the winner one step away:
-    a stage more or fewer, another rasterization (block-tile kernels); for
-    small-M tiles, k-tiles twice or half as long with the warps moved between
-    N and K to match (each warp's share of a k-tile kept); those that make a
-    valid config."""
+    a stage more or fewer (wgmma by TMA: also the deepest ring shared memory
+    holds, and halfway there), another rasterization (block-tile kernels);
+    for small-M tiles, k-tiles twice or half as long with the warps moved
+    between N and K to match (each warp's share of a k-tile kept); those
+    that make a valid config."""
     changes = {f"s{s}": dict(stages=s) for s in (cfg.stages - 1, cfg.stages + 1)}
     if cfg.op == "wgmma" and cfg.copy == "tma":     # a ring of mbarriers: halfway to the deepest too
         deep = _deepest(cfg)

@@ -1,8 +1,9 @@
 """The wgmma warp routine (sm_90a; ptx_asm/wgmma.ptx, through numgemm.primitives).
 
 A consumer warpgroup computes 64 rows x bn of the block tile with
-wgmma.mma_async m64n256 (or m64n128; bn = 320 issues m64n256 and m64n64
-side by side), its bn / 2 accumulators a thread in registers. Its A
+wgmma.mma_async m64n256 (or m64n128, or for FP16 m64n64; bn = 320 issues
+m64n256 and m64n64 side by side), its bn / 2 accumulators a thread in
+registers. Its A
 rows and all of B are read from the stage's 128-byte swizzled tiles, as TMA
 landed them, through matrix descriptors: A and an N x K B are K-major (a k
 step moves the descriptor along the row), a K x N B (fp16) is N-major (the
@@ -92,11 +93,13 @@ def _zeroed_parts(parts, dtype):
 
 def _stores(cfg, scaled, parts):
     """The epilogue: the mma one; for instructions side by side, the mma one
-    of each part (its array of accumulators, its columns). One loop across
-    all 320 columns with a run-time offset into one array is more than LLVM
-    unrolls, and its accumulators would live in local memory."""
+    of each part (its array of accumulators, its columns). Across all 320
+    columns the mma epilogue's loop is more than LLVM unrolls (so is one that
+    starts at an offset into the array), and accumulators indexed in a rolled
+    loop live in local memory."""
     if len(parts) == 1:
         return _store(cfg, scaled)
+    # A part as a tile of its own: the fields of a config that _store reads.
     env = {f"s{i}": _store(SimpleNamespace(bm=cfg.bm, bn=n, warp_tile=(16, n), kstep_bytes=cfg.kstep_bytes,
                                            acc=cfg.acc, linkage=cfg.linkage), scaled)
            for i, n in enumerate(parts)}

@@ -15,16 +15,15 @@ moves them twice), and torch.matmul in fp16 at the same M x N x K
 (cuBLAS).
 """
 
-import math
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 from numba import cuda
 from variants import variant
 
 from numgemm import operands
-from numgemm.api import plan_gemm
-from numgemm.measure import bytes_moved
+from numgemm.measure import bytes_moved, operand_sets, timed
 from numgemm.timing import time_gpu
 
 
@@ -32,13 +31,6 @@ from numgemm.timing import time_gpu
 def _empty(x):
     if cuda.grid(1) == -1:
         x[0] = 0
-
-
-def _rotated(precision, b_layout, M, N, K, rng):
-    l2 = getattr(cuda.get_current_device(), "L2_CACHE_SIZE", 50 * 2**20)
-    sets = min(8, max(1, math.ceil(3 * l2 / bytes_moved(precision, 1, M, N, K))))
-    host = [operands.values(precision, 1, M, N, K, rng) for _ in range(sets)]
-    return host, [operands.to_device(precision, b_layout, a, b) for a, b in host]
 
 
 def _fit(points):
@@ -67,11 +59,10 @@ def main(argv):
         p = cfg.precision
         points = []
         for K in ks:
-            host, dev = _rotated(p, cfg.b_layout, M, N, K, rng)
-            outs = [operands.poisoned(p, (1, M, N), cfg.acc) for _ in dev]
-            plans = [plan_gemm(x, y, precision=p, kernel=cfg, out=o, k=K) for (x, y), o in zip(dev, outs)]
-            ms, _ = time_gpu(lambda i: plans[i % len(plans)].launch(), repeats=20)
-            if not operands.sample_matches(outs[0].copy_to_host(), *host[0], p, rng, cfg.acc):
+            host = operand_sets(p, 1, (M, N, K), rng)
+            dev = [operands.to_device(p, cfg.b_layout, a, b) for a, b in host]
+            ms, ok, _, _ = timed(p, cfg, (M, N, K), dev, host, SimpleNamespace(batch=1, repeats=20), rng)
+            if not ok:
                 raise SystemExit(f"{name}:{fields} at {M}x{N}x{K}: wrong result")
             points.append((bytes_moved(p, 1, M, N, K), ms * 1e3))
         _report(f"{name}:{fields}", points)

@@ -320,6 +320,17 @@ def scalar_reference(routine, x):
 SCALARS = [("pack_b16x2", "PRMT"), ("pack_b8x4", "PRMT"), ("dp4a_s8", "IDP.4A.S8.S8")]
 
 
+def cvt_half_kernel(ns):
+    """out[i] = x[i, 0] and x[i, 1] rounded to an f16 pair, x[i, 0] low."""
+    cvt = ns.cvt_f16x2_f32
+
+    def kernel(x, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = cvt(x[i, 0], x[i, 1])
+    return kernel
+
+
 # --- WMMA ---------------------------------------------------------------------------
 
 WMMA_CASES = [("f16", "nk"), ("f16", "kn"), ("s8", "nk"), ("s8", "kn"), ("s4", "nk")]
@@ -406,6 +417,7 @@ def offline_cases():
         yield routine, lambda ns, r=routine: unpack_kernel(ns, r), (u32[::1], u32[:, ::1]), "LOP3"
     for routine, sass in SCALARS:
         yield routine, lambda ns, r=routine: scalar_kernel(ns, r), (u32[:, ::1], u32[::1]), sass
+    yield "cvt_f16x2_f32", cvt_half_kernel, (f32[:, ::1], u32[::1]), "F2FP.F16.F32.PACK_AB"
 
 
 OFFLINE = list(offline_cases())
@@ -535,6 +547,23 @@ def test_scalar_routines_gpu(routine, linkage, rng):
     out = cuda.to_device(np.zeros(1024, np.uint32))
     cuda.jit(scalar_kernel(P.routines(linkage), routine))[8, 128](cuda.to_device(x), out)
     np.testing.assert_array_equal(out.copy_to_host(), scalar_reference(routine, x.astype(np.uint64)).astype(np.uint32))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("linkage", P.LINKAGES)
+def test_cvt_half_rounds_as_numpy(linkage, rng):
+    """To nearest, ties to even (halfway values drawn on purpose), subnormal
+    halves kept, past 65504 inf, NaN stays NaN: as NumPy's float32 -> float16."""
+    h = rng.standard_normal(512).astype(np.float16)
+    x = np.concatenate([rng.standard_normal(2048) * 10.0 ** rng.integers(-9, 6, 2048),
+                        h.astype(np.float32) + np.spacing(h).astype(np.float32) / 2,     # halfway
+                        [65504, 65520, 1e9, -1e9, 6e-8, 3e-8, -0.0, np.nan]]).astype(np.float32)
+    x = x[: x.size // 2 * 2].reshape(-1, 2)
+    out = cuda.to_device(np.zeros(len(x), np.uint32))
+    cuda.jit(cvt_half_kernel(P.routines(linkage)))[(len(x) + 127) // 128, 128](cuda.to_device(x), out)
+    got = out.copy_to_host().view(np.float16).reshape(-1, 2)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(got, x.astype(np.float16))
 
 
 @pytest.mark.gpu

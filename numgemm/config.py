@@ -7,6 +7,8 @@ shapes and stages. The study's kernel names are aliases in numgemm.registry.
 
 from dataclasses import dataclass, fields, replace
 
+import numpy as np
+
 from .precision import PRECISIONS
 from .toolchain import parse_target, target_name
 
@@ -58,6 +60,9 @@ class KernelConfig:
     b_global: str = "cp_async"  # B global -> shared: cp_async (16-byte cp.async) | ldg16
                                # (2-byte ld.global + st.shared: the study's K x N INT4 loader)
     acc: str = ""              # f32 | f16 | s32; "": the precision's default
+    out: str = ""              # C's elements: "" the accumulator's type (f32, s32; f16 for acc=f16) |
+                               # f16 (FP16 with f32 sums, each rounded to half as it is stored: the C
+                               # that torch.matmul and cuBLAS's hsh kernels return, half the bytes)
     smem_pad: int = 16         # bytes added to each shared-memory row (bank conflicts)
     swizzle: bool = False      # instead of padding, 128-byte shared rows whose 16-byte chunk c of
                                # row r lies at chunk c ^ (r % 8) (the 128-byte swizzle of CUTLASS
@@ -133,6 +138,18 @@ class KernelConfig:
     @property
     def prec(self):
         return PRECISIONS[self.precision]
+
+    @property
+    def c_dtype(self):
+        """The dtype of C's elements."""
+        return np.dtype(np.float16 if "f16" in (self.acc, self.out) else self.prec.out_dtype)
+
+    @property
+    def c_bits(self):
+        """Whether the kernel's epilogue stores halves, as 16-bit patterns
+        (uint16): f16 sums, or (out=f16) f32 sums it rounds. Split-K's kernel
+        stores f32 slices, which the sum kernel rounds (split_k.SplitSum)."""
+        return self.acc == "f16" or (self.out == "f16" and self.split_k == 1)
 
     @property
     def threads(self):
@@ -375,7 +392,7 @@ class KernelConfig:
              f"_w{self.warps_m}x{self.warps_n}_s{self.stages}")
         default = KernelConfig.__dataclass_fields__
         for f in ("warps_k", "a_ldmatrix", "b_ldmatrix", "cache", "evict", "b_layout", "b_global", "acc",
-                  "smem_pad", "swizzle", "private_tiles", "raster", "k_stagger", "linkage", "unpack", "min_blocks",
+                  "out", "smem_pad", "swizzle", "private_tiles", "raster", "k_stagger", "linkage", "unpack", "min_blocks",
                   "copy_parts", "zfill_src", "interior_loop", "copy", "cluster", "persistent", "reg_buffers",
                   "split_k", "split_sum", "a_regs"):
             value = getattr(self, f)
@@ -525,6 +542,13 @@ class KernelConfig:
             err.append(f"{self.precision} cannot accumulate in {self.acc}")
         if self.acc == "f16" and (self.op != "mma" or self.mma_k != 16):
             err.append("f16 accumulation is the m16n8k16 mma")
+        if self.out not in ("", "f16"):
+            err.append(f"out must be '' (C in the accumulator's type) or f16, got {self.out!r}")
+        elif self.out and (self.acc != "f32" or self.op not in ("mma", "wgmma") or self.split_sum == "last"):
+            err.append("out=f16 rounds f32 sums to half in the mma and wgmma epilogues (acc=f32; split-K "
+                       "summed by its own kernel, split_sum=kernel); f16 accumulation stores half already")
+        elif self.out and self.warp_tile[1] % 16:
+            err.append(f"out=f16 stores the halves of 16 columns a quad: warp tile {wm}x{wn}")
         if self.linkage not in ("inline", "link"):
             err.append("linkage must be inline or link")
         if self.unpack not in ("none", "register", "scaled", "tile", "tile_scaled"):
@@ -591,6 +615,7 @@ _SHORT = {
     "b_layout": str,
     "b_global": str,
     "acc": lambda v: f"acc{v}",
+    "out": lambda v: f"c{v}",
     "smem_pad": lambda v: f"pad{v}",
     "swizzle": lambda v: "swz",
     "private_tiles": lambda v: "private",

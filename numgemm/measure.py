@@ -22,7 +22,9 @@ def log(msg):
 
 def bytes_moved(precision, batch, M, N, K):
     """The bytes a GEMM moves at the least: A and B read once, C written once
-    (4-byte elements): what its GB/s counts, and its working set."""
+    (4-byte elements, for every kernel and library of a shape, float16 C or
+    not, so that a shape's GB/s compare as its times do): what its GB/s
+    counts, and its working set."""
     return batch * (PRECISIONS[precision].bits / 8 * (M + N) * K + 4 * M * N)
 
 
@@ -60,7 +62,7 @@ def check(precision, chosen, cc, rng):
         if cfg.b_layout not in dev_ops:
             dev_ops[cfg.b_layout] = operands.to_device(precision, cfg.b_layout, a, b)
         da, db = dev_ops[cfg.b_layout]
-        out = operands.poisoned(precision, (batch, M, N), cfg.acc)
+        out = operands.poisoned(precision, (batch, M, N), cfg.c_dtype)
         t0 = time.perf_counter()
         compile_s = math.nan
         try:
@@ -95,7 +97,7 @@ def timed(precision, cfg, shape, dev_sets, host_sets, args, rng, between=None, d
     from .timing import time_gpu
 
     M, N, K = shape
-    outs = [operands.poisoned(precision, (args.batch, M, N), cfg.acc) for _ in host_sets]
+    outs = [operands.poisoned(precision, (args.batch, M, N), cfg.c_dtype) for _ in host_sets]
     plans = [plan_gemm(x, y, precision=precision, kernel=cfg, out=o, k=K) for (x, y), o in zip(dev_sets, outs)]
     ms, _ = time_gpu(lambda i: plans[i % len(plans)].launch(), repeats=args.repeats, between=between, during=during)
     a, b = host_sets[0]

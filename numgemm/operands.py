@@ -65,12 +65,13 @@ def kernel_operands(cfg, batch, M, N, K, rng):
     return (*in_layout(cfg.precision, cfg.b_layout, a, b), expected(cfg.precision, a, b))
 
 
-def poisoned(precision, shape, acc=""):
-    """A device output of this shape filled with the precision's poison."""
+def poisoned(precision, shape, dtype=None):
+    """A device output of this shape and dtype (a kernel's KernelConfig.c_dtype;
+    None: the precision's) filled with the precision's poison."""
     from numba import cuda
 
     prec = PRECISIONS[precision]
-    return cuda.to_device(np.full(shape, prec.poison, prec.out_dtype_for(acc)))
+    return cuda.to_device(np.full(shape, prec.poison, dtype or prec.out_dtype))
 
 
 def mismatch(got, ref, precision, acc=""):

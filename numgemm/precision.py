@@ -51,10 +51,6 @@ class Precision:
             return 0.0
         return 2e-2 if acc == "f16" else 1e-3
 
-    def out_dtype_for(self, acc):
-        """The dtype of C: float16 for the f16-accumulate variant, else out_dtype."""
-        return np.dtype(np.float16 if acc == "f16" else self.out_dtype)
-
     @property
     def poison(self):
         """What an output is filled with before a checked launch, so that an

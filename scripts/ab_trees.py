@@ -95,7 +95,7 @@ def main(argv=None):
             da, db = operands.to_device(cfg.precision, cfg.b_layout, a[0], b[0])
             plans = []
             for t, tree in enumerate(trees):
-                out = operands.poisoned(cfg.precision, (n, n), cfg.acc)
+                out = operands.poisoned(cfg.precision, (n, n), cfg.c_dtype)
                 plan = copy.copy(plan_gemm(da, db, precision=cfg.precision, kernel=cfg, out=out, k=n))
                 plan.cufunc = funcs[t][name]
                 _allow_dynamic_shared(plan.cufunc, cfg.smem_bytes)

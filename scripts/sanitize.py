@@ -65,7 +65,7 @@ def main(argv=None):
             continue
         k = K - 1 if cfg.precision == "int4" else K
         a, b, ref = operands.kernel_operands(cfg, batch, M, N, k, rng)
-        out = operands.poisoned(cfg.precision, (batch, M, N), cfg.acc)
+        out = operands.poisoned(cfg.precision, (batch, M, N), cfg.c_dtype)
         numgemm.gemm(a, b, precision=cfg.precision, kernel=cfg, preset=preset, out=out, k=k)
         why = operands.mismatch(out.copy_to_host(), ref, cfg.precision, cfg.acc)
         bad += why is not None

@@ -197,3 +197,21 @@ def test_one_answer_to_where_a_kernel_runs():
     assert evict.unsupported("sm_90", launch=False) is None          # it builds; only its launch faults
     assert evict.unsupported((8, 9)) is None
     assert not tma.interior and registry.get("int8_ptx_mma_k32").interior
+
+
+def test_half_c_is_fp16_with_f32_sums():
+    import numpy as np
+
+    fp16 = KernelConfig("fp16", b_layout="kn")
+    assert fp16.c_dtype == np.float32 and not fp16.c_bits
+    half = fp16.replace(out="f16")
+    assert half.name == fp16.name + "_cf16" and half.c_dtype == np.float16 and half.c_bits
+    assert fp16.replace(acc="f16").c_dtype == np.float16 and KernelConfig("int8").c_dtype == np.int32
+    assert not half.replace(split_k=2).c_bits       # f32 slices: the split-K kernel rounds their sum
+    for changes, message in ((dict(out="f32"), "out must be '' .* or f16"), (dict(acc="f16"), "acc=f32"),
+                             (dict(op="wmma"), "mma and wgmma epilogues"),
+                             (dict(split_k=2, split_sum="last"), "split_sum=kernel")):
+        with pytest.raises(ValueError, match=message):
+            half.replace(**changes)
+    with pytest.raises(ValueError, match="acc=f32"):
+        KernelConfig("int8", out="f16")

@@ -36,7 +36,7 @@ def test_sass(preset, name, target):
         assert b.count("LDGSTS") == 0 and (b.count("LDSM") >= 1) == cfg.a_regs
         assert b.count("WARPGROUP.DEPBAR.LE") >= 1 and b.count("SYNCS.ARRIVE.TRANS64") >= 2
         assert (b.count("UTMALDG.3D.MULTICAST") >= 1) == (cfg.cluster > 1)
-        assert b.instructions.count("STG.E.64") == cfg.warp_tile[0] * cfg.warp_tile[1] // 64
+        assert b.instructions.count("STG.E.64") == cfg.warp_tile[0] * cfg.warp_tile[1] // (128 if cfg.c_bits else 64)
     if cfg.op == "mma":
         if cfg.unpack == "tile":         # global -> registers -> (widened) shared
             assert b.count("LDG.E.128") >= 1 and b.count("STS.128") >= 1 and b.count("LDGSTS") == 0
@@ -48,8 +48,24 @@ def test_sass(preset, name, target):
         assert b.count("LDSM") >= 1 or cfg.a_ldmatrix == cfg.b_ldmatrix == 0
         # A block tile inside an aligned C stores accumulator pairs whole: 8 bytes (f16x2: 4).
         wm, wn = cfg.warp_tile
-        stores = b.instructions.count("STG.E.64" if cfg.acc != "f16" else "STG.E")
-        assert stores == wm * wn // 64, f"{cfg.name} on {target}: {stores} pair stores"
+        stores = b.instructions.count("STG.E" if cfg.acc == "f16" else "STG.E.64")
+        assert stores == wm * wn // (128 if cfg.c_bits and cfg.acc == "f32" else 64), f"{cfg.name}: {stores} stores"
+    if cfg.c_bits and cfg.acc == "f32":     # each f32 pair rounded to one f16x2 word, passed on in the quad
+        assert b.count("F2FP") == b.count("SHFL.BFLY") == cfg.warp_tile[0] * cfg.warp_tile[1] // 64
+
+
+@pytest.mark.parametrize("name,fields,target", [("fp16_ptx_mma", {}, "sm_80"), ("fp16_ptx_mma_m16", {}, "sm_89"),
+                                                ("fp16_wgmma", dict(bn=320), "sm_90"),
+                                                ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=64, stages=13), "sm_90")])
+def test_half_c_rounds_each_pair_once(name, fields, target):
+    """out="f16" on every target: one cvt (F2FP, .F16.F32.PACK_AB from sm_89)
+    and one shuffle per f32 pair of a tile inside C, one 8-byte store per two
+    (a quad's, a whole sector), and nothing in local memory."""
+    cfg = registry.get(name).replace(out="f16", **fields)
+    b = build_config(cfg, target)
+    pairs = cfg.warp_tile[0] * cfg.warp_tile[1] // 64
+    assert b.count("F2FP") == b.count("SHFL.BFLY") == pairs and b.local_bytes == 0, b.summary()
+    assert b.instructions.count("STG.E.64") == pairs // 2 and b.instructions.count("STG.E") == 0
 
 
 def test_copy_parts_put_mmas_between_the_copies():
@@ -126,7 +142,7 @@ def check_kernel(cfg, batch, M, N, K, rng, out_offset=0, **select):
     import numgemm
 
     a, b, ref = operands.kernel_operands(cfg, batch, M, N, K, rng)
-    whole = operands.poisoned(cfg.precision, (batch, M, N + out_offset), cfg.acc)
+    whole = operands.poisoned(cfg.precision, (batch, M, N + out_offset), cfg.c_dtype)
     numgemm.gemm(a, b, precision=cfg.precision, out=whole[:, :, out_offset:], k=K, **select)
     got = whole.copy_to_host()
     left = got[:, :, :out_offset]                       # not C's: must stay poisoned
@@ -367,15 +383,16 @@ def test_split_k_changes_only_the_k_range():
     """split_k: the same k loop (mmas and copies) as the kernel it splits; the
     split-K sum builds for every target."""
     from numgemm.kernel import split_sum_cubin
+    from numgemm.kernel.split_k import SplitSum
     from numgemm.toolchain import TARGETS, parse_target
 
     for name in ("int8_ptx_mma_k32_m16", "fp16_ptx_mma"):
         base = registry.get(name)
         one, four = (build_config(c, "sm_90").main_loop() for c in (base, base.replace(split_k=4)))
         assert one.mmas == four.mmas and one.shape.count("G") == four.shape.count("G")
-    for acc in ("f32", "s32"):
+    for spec in (SplitSum("f32"), SplitSum("s32"), SplitSum("f32", "f16")):
         for target in TARGETS:
-            cubin, entry = split_sum_cubin(acc, parse_target(target))
+            cubin, entry = split_sum_cubin(spec, parse_target(target))
             assert cubin[:4] == b"\x7fELF" and "split_sum" in entry
 
 
@@ -435,3 +452,28 @@ def test_split_k_sums_every_k_tile(name, split, rng):
         if cfg.precision == "int4":
             K -= 1
         check_kernel(cfg, batch, M, N, K, rng, kernel=cfg)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,fields", [("fp16_ptx_mma", {}), ("fp16_ptx_mma_m16", {}), ("fp16_ptx_tma", {}),
+                                         ("fp16_ptx_mma", dict(split_k=3)), ("fp16_wgmma", {}),
+                                         ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=64, stages=12)),
+                                         ("fp16_wgmma", dict(bn=320))])
+def test_half_c_is_the_f32_sums_rounded(name, fields, rng):
+    """out="f16": C is the kernel's f32 sums rounded to half (to nearest even,
+    as NumPy rounds them), entry for entry, in the pair stores and at the
+    edges; split-K's sum rounds the slices' total."""
+    import numgemm
+
+    cfg = registry.get(name).replace(**fields)
+    skip_unless_it_runs_here(cfg)
+    half = cfg.replace(out="f16")
+    assert half.c_dtype == np.float16 and "_cf16_" in half.name
+    for batch, M, N, K in ((2, 520, 1000, 776), (3, 17, 300, 96)):
+        a, b, ref = operands.kernel_operands(cfg, batch, M, N, K, rng)
+        wide, narrow = operands.poisoned("fp16", (batch, M, N)), operands.poisoned("fp16", (batch, M, N), np.float16)
+        numgemm.gemm(a, b, kernel=cfg, out=wide)
+        numgemm.gemm(a, b, kernel=half, out=narrow)
+        sums, got = wide.copy_to_host(), narrow.copy_to_host()
+        assert operands.mismatch(sums, ref, "fp16") is None
+        np.testing.assert_array_equal(got, sums.astype(np.float16))

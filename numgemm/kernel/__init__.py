@@ -66,7 +66,7 @@ def argtypes(cfg):
     split_sum="last", C is (the workspace, C, a tile's arrival counts)."""
     arr = lambda t: types.Array(t, 3, "A")  # noqa: E731 - any strides
     ab = u32 if cfg.op == "dp4a" else u8
-    c = arr(OUT[cfg.acc])
+    c = arr(OUT["f16" if cfg.c_bits else cfg.acc])
     if cfg.split_sum == "last":
         c = types.Tuple((types.Array(OUT[cfg.acc], 3, "C"), c, types.Array(i32, 1, "C")))
     return (arr(ab), arr(ab), c, i32, i32, i32, i32, i32, i32, u64)
@@ -138,10 +138,9 @@ def device_cubin(cfg, cc):
     return _cached_cubin(cfg, kernel_function, argtypes(cfg), _options(cfg), cc, cfg.arch_specific)
 
 
-def split_sum_cubin(acc, cc):
-    """(cubin, entry name) of the split-K sum for accumulator acc (split_k.py)."""
-    spec = split_k.SplitSum(acc)
-    return _cached_cubin(spec, lambda _: split_k.split_sum, spec.argtypes(),
+def split_sum_cubin(spec, cc):
+    """(cubin, entry name) of a split-K sum (split_k.SplitSum)."""
+    return _cached_cubin(spec, lambda _: spec.function(), spec.argtypes(),
                          {"launch_bounds": [split_k.THREADS, 1], "lto": True, "nvvm": NVVM_OPTIONS}, cc, False)
 
 
@@ -197,9 +196,9 @@ def device_function(cfg, device_id):
 
 
 @functools.cache
-def split_sum_function(acc, device_id):
-    """The split-K sum for accumulator acc, loaded as device_function loads a kernel."""
-    return _loaded(split_sum_cubin, acc, device_id)
+def split_sum_function(spec, device_id):
+    """A split-K sum (split_k.SplitSum), loaded as device_function loads a kernel."""
+    return _loaded(split_sum_cubin, spec, device_id)
 
 
 def _loaded(cubin_of, what, device_id):

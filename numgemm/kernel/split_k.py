@@ -4,15 +4,17 @@ A kernel with KernelConfig.split_k = S runs S blocks on each output tile,
 block s over the s-th run of k-tiles (skeleton._k_part), and stores its
 partial sum where batch z's slice z * S + s of a (batch * S, M, N)
 workspace lies; this kernel adds the S slices of each batch into C, one
-thread an element, in the workspace's dtype (f32 or s32). Integer sums wrap
-in s32 as one sum would, so the result is exact wherever the whole K is
-within the precision's bound (Precision.max_k).
+thread an element, in the workspace's dtype (f32 or s32), and (out="f16")
+rounds the f32 sum to half as it stores it. Integer sums wrap in s32 as one
+sum would, so the result is exact wherever the whole K is within the
+precision's bound (Precision.max_k).
 """
 
 from dataclasses import dataclass
 
 from numba import cuda, types
 
+from .. import primitives as P
 from .regs import OUT, device, divmod32, i32
 
 THREADS = 256
@@ -33,21 +35,32 @@ slices_sum = device(_slices_sum)
 
 @dataclass(frozen=True)
 class SplitSum:
-    """The split-sum kernel of one accumulator type, as numgemm's kernel cache
-    keys it (cache.key reads describe())."""
+    """The split-sum kernel of one accumulator type and C, as numgemm's kernel
+    cache keys it (cache.key reads describe())."""
 
     acc: str                    # f32 | s32
+    out: str = ""               # KernelConfig.out: "" C in acc | f16 (f32 sums rounded to half)
+
+    @classmethod
+    def of(cls, cfg):
+        """The sum that a split_k config's slices need."""
+        return cls(cfg.acc, cfg.out)
 
     @property
     def name(self):
-        return f"split_sum_{self.acc}"
+        return f"split_sum_{self.acc}" + (f"_c{self.out}" if self.out else "")
 
     def describe(self):
-        return {"kernel": self.name, "acc": self.acc}
+        return {"kernel": self.name, "acc": self.acc, "out": self.out}
 
     def argtypes(self):
-        """W (batch * S, M, N), contiguous; C (batch, M, N), any strides; S."""
-        return types.Array(OUT[self.acc], 3, "C"), types.Array(OUT[self.acc], 3, "A"), i32
+        """W (batch * S, M, N), contiguous; C (batch, M, N), any strides (f16:
+        its 16-bit patterns); S."""
+        return types.Array(OUT[self.acc], 3, "C"), types.Array(OUT[self.out or self.acc], 3, "A"), i32
+
+    def function(self):
+        """The kernel's Python function."""
+        return split_sum_half if self.out else split_sum
 
     def grid(self, batch, M, N):
         return -(-batch * M * N // THREADS), 1, 1
@@ -60,3 +73,15 @@ def split_sum(W, C, S):
         z, rc = divmod32(i, M * N)
         r, c = divmod32(rc, N)
         C[z, r, c] = slices_sum(W, z, S, r, c)
+
+
+_cvt_f16x2 = P.routines("inline").cvt_f16x2_f32
+
+
+def split_sum_half(W, C, S):
+    i = cuda.grid(1)
+    M, N = C.shape[1], C.shape[2]
+    if i < C.shape[0] * M * N:
+        z, rc = divmod32(i, M * N)
+        r, c = divmod32(rc, N)
+        C[z, r, c] = _cvt_f16x2(slices_sum(W, z, S, r, c), 0.0) & 0xFFFF

@@ -19,6 +19,7 @@ from .regs import (
     fragments,
     generated,
     getter,
+    i32,
     inlined,
     sar8,
     setter,
@@ -253,16 +254,22 @@ def _store(cfg, scaled):
     """store(acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned): accumulators
     straight from registers to C: in a block tile wholly inside a 32-byte
     aligned C, one store per accumulator pair, from a row address computed
-    once; else element by element, bounds-checked."""
+    once; else element by element, bounds-checked. With out="f16" each f32
+    pair is first rounded to one f16x2 word (cvt_f16x2_f32), and a quad's
+    words of two 8-column blocks are exchanged (_quad_words) so that each
+    lane stores 4 halves, the quad a whole 32-byte sector, as f32 pairs do."""
     ptx = P.routines(cfg.linkage)
     mi, nj, _, _, nc = _counts(cfg)
     bm, bn = cfg.bm, cfg.bn
+    half = cfg.c_bits and cfg.acc == "f32"      # f32 sums rounded to f16x2 words (_half_rows)
     st_pair = {"f32": ptx.st_global_v2_f32, "s32": ptx.st_global_v2_s32, "f16": ptx.st_global_b32}[cfg.acc]
-    c_shift = 1 if cfg.acc == "f16" else 2            # log2 of C's element bytes (f16 as 16-bit bits)
+    c_shift = 1 if cfg.c_bits else 2                  # log2 of C's element bytes (f16 as 16-bit bits)
     # Scaled widening: 16 x 16 per product, so the sums are 256 x the s4 ones.
     # Written out: a shift inside the store's loops stops LLVM unrolling them.
     descale = generated("descale", "acc", [f"acc[{e}] = sar8(acc[{e}])" for e in range(mi * nj * nc)]
                         if scaled else ["pass"], {"sar8": sar8})
+
+    halves = _half_rows(mi, nj, nc) if half else None
 
     def store(acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned):
         descale(acc)
@@ -273,6 +280,9 @@ def _store(cfg, scaled):
         pairs = c_aligned != 0 and m0 + bm <= M and n0 + bn <= N    # block-uniform, as WMMA's
         ldc = C.strides[1] >> c_shift                   # in elements
         first = z * (C.strides[0] >> c_shift) + col0 + 2 * t
+        if half:
+            halves(acc, C, z, row0, col0, first, ldc, M, N, g, t, pairs)
+            return
         for i in range(mi):
             for h in range(2):
                 r = row0 + i * 16 + h * 8 + g
@@ -294,3 +304,51 @@ def _store(cfg, scaled):
                         if col + 1 < N:
                             C[u32(z), u32(r), u32(col + 1)] = hi
     return device(store)
+
+
+def _half_rows(mi, nj, nc):
+    """out="f16": the epilogue written out (a loop this long LLVM leaves
+    rolled, and the accumulators it indexes go to local memory): each row's
+    8-column blocks two at a time, rounded, exchanged across the quad and
+    stored 8 bytes a lane; at C's edges element by element."""
+    ptx = P.routines("inline")
+    lines = []
+    for i in range(mi):
+        for h in range(2):
+            lines += [f"r = row0 + {i * 16 + h * 8} + g", "row = global_addr(C, first + r * ldc)"]
+            for jj in range(nj // 2):
+                c = (i * nj + 2 * jj) * nc + 2 * h
+                lines += [f"w0, w1 = to_half(acc[{c}], acc[{c + 1}]), to_half(acc[{c + nc}], acc[{c + nc + 1}])",
+                          "if pairs:", f"    st_words(row + u64({jj * 32} + 4 * t), quad(w0, w1, t))",
+                          "elif r < M:", f"    edge(C, z, r, col0 + {jj * 16} + 2 * t, w0, w1, N)"]
+    return generated("halves", "acc, C, z, row0, col0, first, ldc, M, N, g, t, pairs", lines,
+                     {"to_half": ptx.cvt_f16x2_f32, "st_words": ptx.st_global_v2_b32, "quad": _quad_words,
+                      "edge": _half_edge, "global_addr": P.global_addr, "u64": u64})
+
+
+@device
+def _half_edge(C, z, r, col, w0, w1, N):
+    """Row r's words w0, w1 (columns col, col + 1 and col + 8, col + 9) as
+    far as C reaches: unsigned indices, no negative-index wraparound."""
+    if col < N:
+        C[u32(z), u32(r), u32(col)] = w0 & 0xFFFF
+    if col + 1 < N:
+        C[u32(z), u32(r), u32(col + 1)] = w0 >> 16
+    if col + 8 < N:
+        C[u32(z), u32(r), u32(col + 8)] = w1 & 0xFFFF
+    if col + 9 < N:
+        C[u32(z), u32(r), u32(col + 9)] = w1 >> 16
+
+
+@device
+def _quad_words(w0, w1, t):
+    """The words lane t of a quad stores, of its words w0 and w1 of two
+    adjacent 8-column blocks (columns 2t, 2t + 1 of each): columns 4t .. 4t +
+    3 of the 16, in two shuffles. Across lanes 2 apart, lanes 0, 1 give their
+    w1 for the others' w0; then across neighbours each passes on the word the
+    other lacks."""
+    up, odd = (t & 2) != 0, (t & 1) != 0
+    a = u32(cuda.shfl_xor_sync(0xFFFFFFFF, i32(w0 if up else w1), 2))     # shfl takes signed words
+    first, second = (a, w1) if up else (w0, a)
+    b = u32(cuda.shfl_xor_sync(0xFFFFFFFF, i32(first if odd else second), 1))
+    return (b, second) if odd else (first, b)

@@ -101,7 +101,7 @@ def _stores(cfg, scaled, parts):
         return _store(cfg, scaled)
     # A part as a tile of its own: the fields of a config that _store reads.
     env = {f"s{i}": _store(SimpleNamespace(bm=cfg.bm, bn=n, warp_tile=(16, n), kstep_bytes=cfg.kstep_bytes,
-                                           acc=cfg.acc, linkage=cfg.linkage), scaled)
+                                           acc=cfg.acc, c_bits=cfg.c_bits, linkage=cfg.linkage), scaled)
            for i, n in enumerate(parts)}
     return generated("store", "acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned",
                      [f"s{i}(acc[{i}], C, z, m0, n0 + {sum(parts[:i])}, wr0, wc0, M, N, tid, c_aligned)"

@@ -28,7 +28,7 @@ class NotOnThisGPU(RuntimeError):
     process's CUDA context)."""
 
 
-def gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, k=None, stream=0):
+def gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, out_dtype=None, k=None, stream=0):
     """C = A @ B.
 
     a: (M, K) or (batch, M, K); b: (K, N) or (batch, K, N), or (K, N) shared by
@@ -36,16 +36,19 @@ def gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, k=None,
     int32 out) or "int4" (packed uint8 in, int32 out); inferred from a's dtype
     except for int4. kernel: a registered name (numgemm.registry), a
     KernelConfig, or None for the preset's default. out: optional output of
-    shape (batch, M, N) / (M, N). k: the true K of INT4 operands when it is odd.
-    Returns out (or a new device array; a NumPy array when a and b are NumPy).
+    shape (batch, M, N) / (M, N). out_dtype: C's dtype; FP16 may have float16
+    (the f32 sums rounded to half as they are stored, as torch.matmul returns
+    them); None: out's dtype, else the kernel's (float32, int32). k: the true
+    K of INT4 operands when it is odd. Returns out (or a new device array; a
+    NumPy array when a and b are NumPy).
     """
-    key = _launch_key(a, b, out, precision, kernel, preset, k, stream)
+    key = _launch_key(a, b, out, precision, kernel, preset, k, stream, out_dtype)
     launch = _LAUNCHES.get(key) if key is not None else None
     if launch is not None:                      # the same call as before: only the launch
         _LAUNCHES.move_to_end(key)
         launch()
         return out
-    shape = _checked(a, b, precision, kernel, preset, k)
+    shape = _checked(a, b, precision, kernel, preset, k, out, out_dtype)
     if 0 in shape.mnk:                          # as NumPy answers: empty, or zeros for K = 0
         return _empty_product(a, b, shape, out)
     plan = _plan(a, b, shape, preset, out, stream)
@@ -107,7 +110,7 @@ _LAUNCHES = collections.OrderedDict()
 _LAUNCHES_MAX = 64
 
 
-def _launch_key(a, b, out, precision, kernel, preset, k, stream):
+def _launch_key(a, b, out, precision, kernel, preset, k, stream, out_dtype):
     """Everything a prepared launch depends on, or None where the call cannot
     reuse one (no out, a host array, a stream object): the operands' and the
     output's pointers, shapes, strides and dtypes, the current device, and the
@@ -120,7 +123,7 @@ def _launch_key(a, b, out, precision, kernel, preset, k, stream):
     ctx = _current_context()
     if not ctx:                                 # no context yet: the first call makes one
         return None
-    key = (*keys, precision, kernel, preset, k, stream, ctx)
+    key = (*keys, precision, kernel, preset, k, stream, str(out_dtype), ctx)
     try:
         hash(key)
     except TypeError:                           # an argument the checks will refuse
@@ -186,8 +189,8 @@ class GemmPlan:
         if self.counts is not None:                      # split-K, summed by each tile's last block
             self.args = (*self.args[:2], (self.workspace, C, self.counts), *self.args[3:])
         elif self.workspace is not None:                 # split-K: the partial sums, then their sum
-            spec = SplitSum(self.cfg.acc)
-            then = _Launch(split_sum_function(self.cfg.acc, device).handle, spec.grid(*C.shape), THREADS, 0,
+            spec = SplitSum.of(self.cfg)
+            then = _Launch(split_sum_function(spec, device).handle, spec.grid(*C.shape), THREADS, 0,
                            stream, launch_args(spec.argtypes(), (self.workspace, C, self.cfg.split_k)), spec.name)
             self.args = (*self.args[:2], self.workspace, *self.args[3:])
         self.prepared = _Launch(self.cufunc.handle, self.grid, self.cfg.threads, self.cfg.smem_bytes, stream,
@@ -208,16 +211,17 @@ class _Shape:
     bmnk: tuple                     # batch, M, N, K (K in elements)
     b_units: bool                   # INT4 B as K x N 16-bit units
     cfg: object                     # the KernelConfig named by kernel=, or None for the default
+    c_dtype: object                 # C's NumPy dtype
 
     @property
     def mnk(self):
         return self.bmnk[1:]
 
 
-def _checked(a, b, precision, kernel, preset, k):
+def _checked(a, b, precision, kernel, preset, k, out=None, out_dtype=None):
     """Everything about the arguments that needs no GPU: dtypes, ranks, K and
-    its bound, the inner dimensions, the batch, the preset and the kernel
-    named, each refused with a message naming the argument."""
+    its bound, the inner dimensions, the batch, the preset, the kernel named
+    and C's dtype, each refused with a message naming the argument."""
     precision = _precision(a, precision)
     prec = PRECISIONS[precision]
     if preset not in registry.PRESETS:
@@ -250,14 +254,33 @@ def _checked(a, b, precision, kernel, preset, k):
         raise ValueError(f"b's batch {batch_b} is neither 1 nor a's batch {batch}")
     if batch > 65535:
         raise ValueError(f"batch {batch} is more than the grid allows (65535)")
-    return _Shape(precision, prec, (batch, M, N, K), b_units, cfg)
+    return _Shape(precision, prec, (batch, M, N, K), b_units, cfg, _c_dtype(prec, cfg, out, out_dtype))
+
+
+def _c_dtype(prec, cfg, out, out_dtype):
+    """C's dtype: out_dtype, else out's, else the named kernel's, else the
+    precision's; FP16 has float32 or float16, the integers int32."""
+    given = out_dtype if out_dtype is not None else getattr(out, "dtype", None)
+    what = "out_dtype" if out_dtype is not None else "out's dtype"
+    if given is None:
+        return cfg.c_dtype if cfg is not None else np.dtype(prec.out_dtype)
+    try:                                    # a torch dtype by its name: torch.float16
+        want = np.dtype(str(given).removeprefix("torch.") if type(given).__module__ == "torch" else given)
+    except TypeError:
+        raise TypeError(f"{what} must name a NumPy dtype, got {given!r}") from None
+    allowed = [np.dtype(prec.out_dtype)] + ([np.dtype(np.float16)] if prec.name == "fp16" else [])
+    if want not in allowed:
+        raise TypeError(f"{what}: {prec.name} gives C as {' or '.join(d.name for d in allowed)}; got {want.name}")
+    if cfg is not None:
+        _with_c(cfg, want, False)           # refused here, before the GPU is needed
+    return want
 
 
 def _empty_product(a, b, shape, out):
     """The product of a GEMM with M, N or K zero, as NumPy gives it: an empty
     array, or zeros for K = 0; into out where it is given."""
     batch, M, N, K = shape.bmnk
-    dtype = shape.prec.out_dtype_for(shape.cfg.acc if shape.cfg is not None else "")
+    dtype = shape.c_dtype
     batched = len(a.shape) == 3 or len(b.shape) == 3
     if out is not None:                 # checked as a launch's out is, then zeroed
         C, _, result = _output(out, batched, batch, M, N, dtype, False)
@@ -270,9 +293,9 @@ def _empty_product(a, b, shape, out):
     return cuda.to_device(zeros)
 
 
-def plan_gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, k=None, stream=0):
+def plan_gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, out_dtype=None, k=None, stream=0):
     """Validate the operands, pick and compile the kernel: a GemmPlan."""
-    shape = _checked(a, b, precision, kernel, preset, k)
+    shape = _checked(a, b, precision, kernel, preset, k, out, out_dtype)
     if 0 in shape.mnk:
         raise ValueError(f"plan_gemm needs M, N and K of at least 1, got {shape.mnk}; gemm() answers empty "
                          "shapes as NumPy does")
@@ -282,7 +305,7 @@ def plan_gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, k=
 def _plan(a, b, shape, preset, out, stream):
     """The GemmPlan of operands that _checked() has passed."""
     host = isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
-    precision, prec, (batch, M, N, K), b_units = shape.precision, shape.prec, shape.bmnk, shape.b_units
+    precision, (batch, M, N, K), b_units = shape.precision, shape.bmnk, shape.b_units
     if not cuda.is_available():
         raise RuntimeError("numgemm.gemm needs a CUDA GPU and driver; none is available")
     a, b = _device(a, "a"), _device(b, "b")
@@ -298,7 +321,7 @@ def _plan(a, b, shape, preset, out, stream):
 
     dev = cuda.get_current_device()
     cc = tuple(dev.compute_capability)
-    cfg = _config(shape.cfg, precision, layout, preset, (M, N, K), cc)
+    cfg = _with_c(_config(shape.cfg, precision, layout, preset, (M, N, K), cc), shape.c_dtype, shape.cfg is None)
     if batch * cfg.split_k > 65535:         # grid.z: the batch times the split
         if shape.cfg is not None:
             raise ValueError(f"kernel {cfg.name} splits K {cfg.split_k} ways: batch {batch} x {cfg.split_k} is "
@@ -315,18 +338,17 @@ def _plan(a, b, shape, preset, out, stream):
     if cfg.op == "dp4a":                       # reads 32-bit words: 4 int8 each
         A, B = (_view(x, (x.shape[0], x.shape[1], x.shape[2] // 4), (*x.strides[:2], 4), np.uint32)
                 for x in (A, B))
-    out_dtype = prec.out_dtype_for(cfg.acc)
-    C, host_out, result = _output(out, a.ndim == 3 or b.ndim == 3, batch, M, N, out_dtype, host)
+    C, host_out, result = _output(out, a.ndim == 3 or b.ndim == 3, batch, M, N, cfg.c_dtype, host)
     c_aligned = int(C.device_ctypes_pointer.value % 32 == 0
                     and all(s % 32 == 0 for s in C.strides[:2]))
-    if cfg.acc == "f16":
+    if cfg.c_dtype == np.float16:       # halves stored as the 16-bit patterns the kernels pack
         C = _as_bits(C)
     tiles = cfg.grid_blocks(M, N, dev.MULTIPROCESSOR_COUNT)
     k_rows = B.shape[1] if layout == "kn" else K
     maps = tensormap.device_maps(A, B, cfg) if cfg.copy == "tma" else 0
     work = counts = None
     if cfg.split_k > 1:                 # the kernel stores into slices of a workspace, aligned and packed
-        work = cuda.device_array((batch * cfg.split_k, M, N), C.dtype)
+        work = cuda.device_array((batch * cfg.split_k, M, N), np.float32 if cfg.acc == "f32" else np.int32)
         c_aligned = int(N % 8 == 0)
     if cfg.split_sum == "last":         # zero once; each launch's last blocks set their tile's back to 0
         counts = cuda.to_device(np.zeros(batch * tiles, np.int32))
@@ -534,6 +556,24 @@ def _config(cfg, precision, layout, preset, mnk, cc):
         raise ValueError(f"kernel {cfg.name} widens s4 to 16 x s8 and is exact for K <= {cfg.max_k}; "
                          f"K is {k} ({twin} widens exactly)")
     return cfg
+
+
+def _with_c(cfg, c_dtype, chosen):
+    """cfg storing C as c_dtype: FP16's f32 sums rounded to half (out="f16")
+    where float16 is wanted; a kernel gemm() chose that sums split-K in its
+    last blocks has its slices summed by the split-K kernel instead, which
+    rounds them."""
+    if cfg.c_dtype == c_dtype:
+        return cfg
+    if c_dtype != np.float16:
+        raise ValueError(f"kernel {cfg.name} stores C as {cfg.c_dtype.name}, not {c_dtype.name}")
+    changes = {"out": "f16"}
+    if chosen and cfg.split_sum == "last":
+        changes["split_sum"] = "kernel"
+    try:
+        return cfg.replace(**changes)
+    except ValueError as e:
+        raise ValueError(f"kernel {cfg.name} cannot store C as {c_dtype.name}: {e}") from None
 
 
 def _allow_dynamic_shared(cufunc, nbytes):

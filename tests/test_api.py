@@ -30,6 +30,17 @@ BAD_INPUTS = [
      "is fp16; the operands are int8"),
     (np.full((4, 140000), -128, np.int8), np.full((4, 140000), -128, np.int8).T, {}, ValueError,
      "K <= 131071 keeps the worst case"),
+    # C's dtype: FP16 has float32 or float16; the integers int32; an f16-accumulating kernel float16
+    (np.zeros((4, 4), np.float16), np.zeros((4, 4), np.float16), dict(out_dtype="float64"), TypeError,
+     "out_dtype: fp16 gives C as float32 or float16; got float64"),
+    (np.zeros((4, 16), np.int8), np.zeros((8, 16), np.int8).T, dict(out_dtype=np.float16), TypeError,
+     "out_dtype: int8 gives C as int32; got float16"),
+    (np.zeros((4, 4), np.float16), np.zeros((4, 4), np.float16), dict(out_dtype="half precision"), TypeError,
+     "out_dtype must name a NumPy dtype"),
+    (np.zeros((4, 4), np.float16), np.zeros((4, 4), np.float16), dict(kernel="fp16_ptx_fp16acc", out_dtype="float32"),
+     ValueError, "accf16.* stores C as float16, not float32"),
+    (np.zeros((4, 4), np.float16), np.zeros((4, 4), np.float16), dict(kernel="fp16_wmma", out_dtype="float16"),
+     ValueError, "fp16_wmma_.* cannot store C as float16: .*out=f16 rounds f32 sums to half in the mma and wgmma"),
 ]
 
 
@@ -87,6 +98,7 @@ def test_one_wide_dimensions(precision, M, N, K, on_device, rng):
     (np.ones((4, 0), np.float16), np.ones((0, 3), np.float16), {}, (4, 3), np.float32),
     (np.ones((2, 4, 0), np.float16), np.ones((0, 3), np.float16), {}, (2, 4, 3), np.float32),
     (np.ones((4, 0), np.float16), np.ones((0, 3), np.float16), dict(kernel="fp16_ptx_fp16acc"), (4, 3), np.float16),
+    (np.ones((4, 0), np.float16), np.ones((0, 3), np.float16), dict(out_dtype="float16"), (4, 3), np.float16),
     (np.ones((4, 0), np.uint8), np.ones((0, 5), np.uint8), dict(precision="int4"), (4, 5), np.int32),
 ])
 def test_empty_shapes_follow_numpy(a, b, kw, shape, dtype):
@@ -129,6 +141,26 @@ def test_device_arrays_in_place(rng):
     assert numgemm.gemm(da, db, out=out) is out
     ref = a.astype(np.float64) @ b.astype(np.float64)
     assert np.linalg.norm(out.copy_to_host() - ref) / np.linalg.norm(ref) < 1e-3
+
+
+@pytest.mark.gpu
+def test_half_c_as_asked(rng):
+    """out_dtype="float16", or an out of float16: C is the f32 sums rounded to
+    half, by whichever kernel gemm() chooses for the shape (the tuned winners
+    at M = 1, 64 and 2048 differ)."""
+    from numba import cuda
+
+    for M, N, K in ((1, 512, 4096), (64, 4096, 512), (2048, 256, 256)):
+        a = rng.standard_normal((M, K)).astype(np.float16)
+        b = rng.standard_normal((K, N)).astype(np.float16)
+        wide = numgemm.gemm(a, b)
+        c = numgemm.gemm(a, b, out_dtype="float16")
+        assert c.dtype == np.float16
+        np.testing.assert_array_equal(c, wide.astype(np.float16))
+        out = cuda.to_device(np.full((M, N), np.nan, np.float16))
+        assert numgemm.gemm(cuda.to_device(a), cuda.to_device(b), out=out) is out
+        np.testing.assert_array_equal(out.copy_to_host(), c)
+        assert numgemm.plan_gemm(a, b, out_dtype=np.float16).cfg.out == "f16"
 
 
 @pytest.mark.gpu

@@ -265,7 +265,8 @@ def select(args):
                 continue            # "default" is not in the pool: run() adds gemm()'s choice per shape
             if args.linkage and cfg.op == "mma":
                 cfg = cfg.replace(linkage=args.linkage)
-            if (preset, cfg) in seen:
+            cfg = c_as_asked(cfg, args)
+            if cfg is None or (preset, cfg) in seen:
                 continue
             seen.add((preset, cfg))
             chosen.append((preset, name, cfg))
@@ -297,7 +298,7 @@ def run(args):
     prebuild([c for _, _, c in select(args) if not c.unsupported(cc)], cc, args.jobs)
     for precision in PRECISION_ORDER:
         chosen = [c for c in select(args) if c[2].precision == precision]
-        picks = {shape: default_pick(precision, shape, cc) for shape in shapes} if wants_default(args) else {}
+        picks = {shape: default_pick(precision, shape, cc, args) for shape in shapes} if wants_default(args) else {}
         if precision not in args.precision or not (chosen or picks):
             continue
         checked = check(precision, chosen + list(dict.fromkeys(picks.values())), cc, rng)
@@ -314,12 +315,28 @@ def wants_default(args):
     return bool(args.kernels) and "default" in args.kernels
 
 
-def default_pick(precision, shape, cc):
+def default_pick(precision, shape, cc, args=None):
     """("tuned", "default", config): the kernel gemm() picks for this shape
-    (numgemm.tuning.choose) with B in its precision's layout."""
+    (numgemm.tuning.choose) with B in its precision's layout, and C as
+    --out-dtype asks."""
     from . import registry, tuning
 
-    return "tuned", "default", tuning.choose(precision, registry.choice_layout(precision), *shape, cc)
+    cfg = tuning.choose(precision, registry.choice_layout(precision), *shape, cc)
+    return "tuned", "default", c_as_asked(cfg, args, chosen=True) if args is not None else cfg
+
+
+def c_as_asked(cfg, args, chosen=False):
+    """cfg storing FP16's C as --out-dtype asks (as gemm(out_dtype=) has it),
+    or None for a kernel that cannot (WMMA), which the run leaves out."""
+    from .api import _with_c
+
+    if getattr(args, "out_dtype", "float32") == "float32" or cfg.precision != "fp16":
+        return cfg
+    try:
+        return _with_c(cfg, np.dtype(args.out_dtype), chosen)
+    except ValueError as e:
+        log(f"left out: {e}")
+        return None
 
 
 #: --shapes llm: quantized-inference shapes (M tokens, N = K a model's width) and small squares.
@@ -556,6 +573,9 @@ def parse(argv):
                          "llm: M = 1, 16, 64, 256 with N = K = 4096, 8192, and 512, 1024, 2048 squared")
     ap.add_argument("--family", choices=("fp16", "int8", "int4", "int4_k64_ablation"),
                     help="one family's kernels, with each one's ratio to the family's base")
+    ap.add_argument("--out-dtype", choices=("float32", "float16"), default="float32",
+                    help="FP16's C: float16 rounds each f32 sum to half as it is stored (gemm()'s out_dtype); "
+                         "kernels that cannot (WMMA) are left out")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--preset", choices=("paper", "tuned", "all"), default="all")
     ap.add_argument("--repeats", type=int, default=10)
@@ -609,7 +629,8 @@ def header(device, ceilings, args):
              f"{facts.get('max_sm_mhz', '?')} MHz, power limit {facts.get('power_limit_w', '?')} W, "
              f"batch {args.batch}, {time.strftime('%Y-%m-%d')}",
              f"inputs: {input_distribution()}; fresh each run" + ("" if args.seed is None else f" (seed {args.seed})")
-             + ("; L2 flushed before each timed launch" if args.cold_l2 else ""),
+             + ("; L2 flushed before each timed launch" if args.cold_l2 else "")
+             + ("; FP16's kernels store C as float16" if getattr(args, "out_dtype", "") == "float16" else ""),
              "instruction ceilings (T(FL)OPS; % ceil is each kernel's share of its own instruction's): "
              + ", ".join(f"{k} {v:.0f}" for k, v in ceilings.items())]
     return "\n".join(lines), facts

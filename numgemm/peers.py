@@ -1,7 +1,9 @@
 """Library GEMMs timed beside numgemm's kernels, when installed: cuBLAS fp16
-through PyTorch (or CuPy), cuBLASLt int8 through torch._int_mm with B
-column-major (its fast layout), and Triton's int8 (numgemm.peers_triton).
-All are optional; a missing one is skipped."""
+through PyTorch (or CuPy), C as float16 and (torch.mm's out_dtype, where
+there is one) as float32, the C numgemm's FP16 kernels store by default;
+cuBLASLt int8 through torch._int_mm with B column-major (its fast layout),
+and Triton's int8 (numgemm.peers_triton). All are optional; a missing one is
+skipped."""
 
 import numpy as np
 
@@ -14,6 +16,16 @@ def _torch():
     except ImportError:
         return None
     return torch if torch.cuda.is_available() else None
+
+
+def _mm_f32_out(torch):
+    """Whether torch.mm takes out_dtype (PyTorch 2.9 on): float16 operands,
+    float32 C from cuBLAS itself, not C rounded to half and widened."""
+    try:
+        one = torch.ones((1, 1), dtype=torch.float16, device="cuda")
+        return torch.mm(one, one, out_dtype=torch.float32).dtype == torch.float32
+    except (TypeError, RuntimeError):
+        return False
 
 
 def _cupy():
@@ -43,8 +55,16 @@ def peer_runs(precision, M, N, K, batch, rng, sets=1):
             def run(i):
                 last["i"] = i % sets
                 out["c"] = torch.matmul(*dev[last["i"]])
-            return [("cublas_fp16 (torch)", run,
-                     lambda: _ok(out["c"].float().cpu().numpy(), *host[last["i"]], precision))]
+            peers = [("cublas_fp16 (torch)", run,
+                      lambda: _ok(out["c"].float().cpu().numpy(), *host[last["i"]], precision))]
+            if batch == 1 and _mm_f32_out(torch):
+                def run_f32(i):         # C as numgemm's FP16 kernels store it by default
+                    last["i"] = i % sets
+                    ta, tb = dev[last["i"]]
+                    out["c"] = torch.mm(ta[0], tb[0], out_dtype=torch.float32)
+                peers.append(("cublas_fp16 f32 C (torch.mm out_dtype)", run_f32,
+                              lambda: _ok(out["c"].cpu().numpy()[None], *host[last["i"]], precision)))
+            return peers
         cupy = _cupy()
         if cupy is not None:
             dev = [(cupy.asarray(a), cupy.asarray(b)) for a, b in host]

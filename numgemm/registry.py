@@ -105,6 +105,9 @@ def _families(preset):
         for prec, base in (("fp16", fp16), ("int8", int8)):
             families[prec][f"{prec}_wgmma"] = base.replace(**wgmma)
             families[prec][f"{prec}_wgmma_cl1"] = base.replace(**wgmma).replace(cluster=1)
+        # C as torch.matmul returns it (cuBLAS's hsh kernels): the f32 sums rounded to half as they
+        # are stored, half the bytes of the default float32 C.
+        families["fp16"]["fp16_wgmma_c16"] = families["fp16"]["fp16_wgmma"].replace(out="f16")
         # INT4: wgmma has no s4 form; the producer warpgroup loads the s4 tiles (64 bytes a
         # row per k-tile) and widens them into the stages: to 16 x s8 (K <= 131071), or exactly.
         int4_wgmma = int4.replace(**dict(wgmma, copy="cp_async", cluster=1), bk=128, stages=4, min_blocks=1,

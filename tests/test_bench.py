@@ -21,6 +21,16 @@ def test_arguments_narrow_the_run():
     assert len(everything) == sum(len(bench.select(bench.parse(["--preset", p]))) for p in ("paper", "tuned"))
 
 
+def test_half_c_is_asked_of_the_fp16_kernels():
+    """--out-dtype float16: FP16's kernels store C in half; WMMA, which cannot, is left out."""
+    args = bench.parse(["--precision", "fp16", "int8", "--preset", "tuned", "--out-dtype", "float16",
+                        "--kernels", "fp16_wmma", "fp16_ptx_mma", "fp16_wgmma", "int8_wgmma"])
+    chosen = {n: c for _, n, c in bench.select(args)}
+    assert set(chosen) == {"fp16_ptx_mma", "fp16_wgmma", "int8_wgmma"}
+    assert chosen["fp16_ptx_mma"].out == chosen["fp16_wgmma"].out == "f16" and chosen["int8_wgmma"].out == ""
+    assert bench.default_pick("fp16", (64, 4096, 4096), (9, 0), args)[2].out == "f16"
+
+
 @pytest.mark.skipif(HAVE_GPU, reason="checks the message given without a GPU")
 def test_without_a_gpu_it_says_so_in_one_line():
     proc = subprocess.run([sys.executable, "bench.py", "--all"], cwd=ROOT, capture_output=True, text=True)

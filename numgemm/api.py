@@ -272,7 +272,7 @@ def _c_dtype(prec, cfg, out, out_dtype):
     if want not in allowed:
         raise TypeError(f"{what}: {prec.name} gives C as {' or '.join(d.name for d in allowed)}; got {want.name}")
     if cfg is not None:
-        _with_c(cfg, want, False)           # refused here, before the GPU is needed
+        with_c_dtype(cfg, want, False)      # refused here, before the GPU is needed
     return want
 
 
@@ -321,7 +321,8 @@ def _plan(a, b, shape, preset, out, stream):
 
     dev = cuda.get_current_device()
     cc = tuple(dev.compute_capability)
-    cfg = _with_c(_config(shape.cfg, precision, layout, preset, (M, N, K), cc), shape.c_dtype, shape.cfg is None)
+    cfg = with_c_dtype(_config(shape.cfg, precision, layout, preset, (M, N, K), cc), shape.c_dtype,
+                       chosen=shape.cfg is None)
     if batch * cfg.split_k > 65535:         # grid.z: the batch times the split
         if shape.cfg is not None:
             raise ValueError(f"kernel {cfg.name} splits K {cfg.split_k} ways: batch {batch} x {cfg.split_k} is "
@@ -558,7 +559,7 @@ def _config(cfg, precision, layout, preset, mnk, cc):
     return cfg
 
 
-def _with_c(cfg, c_dtype, chosen):
+def with_c_dtype(cfg, c_dtype, chosen=False):
     """cfg storing C as c_dtype: FP16's f32 sums rounded to half (out="f16")
     where float16 is wanted; a kernel gemm() chose that sums split-K in its
     last blocks has its slices summed by the split-K kernel instead, which

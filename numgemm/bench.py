@@ -328,12 +328,12 @@ def default_pick(precision, shape, cc, args=None):
 def c_as_asked(cfg, args, chosen=False):
     """cfg storing FP16's C as --out-dtype asks (as gemm(out_dtype=) has it),
     or None for a kernel that cannot (WMMA), which the run leaves out."""
-    from .api import _with_c
+    from .api import with_c_dtype
 
     if getattr(args, "out_dtype", "float32") == "float32" or cfg.precision != "fp16":
         return cfg
     try:
-        return _with_c(cfg, np.dtype(args.out_dtype), chosen)
+        return with_c_dtype(cfg, np.dtype(args.out_dtype), chosen)
     except ValueError as e:
         log(f"left out: {e}")
         return None

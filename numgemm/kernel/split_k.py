@@ -60,28 +60,27 @@ class SplitSum:
 
     def function(self):
         """The kernel's Python function."""
-        return split_sum_half if self.out else split_sum
+        return _KERNELS[bool(self.out)]
 
     def grid(self, batch, M, N):
         return -(-batch * M * N // THREADS), 1, 1
 
 
-def split_sum(W, C, S):
-    i = cuda.grid(1)
-    M, N = C.shape[1], C.shape[2]
-    if i < C.shape[0] * M * N:
-        z, rc = divmod32(i, M * N)
-        r, c = divmod32(rc, N)
-        C[z, r, c] = slices_sum(W, z, S, r, c)
+def _kernel(rounded):
+    """The sum kernel: C = the slices' sum, or (rounded) its f16 bits."""
+    def split_sum(W, C, S):
+        i = cuda.grid(1)
+        M, N = C.shape[1], C.shape[2]
+        if i < C.shape[0] * M * N:
+            z, rc = divmod32(i, M * N)
+            r, c = divmod32(rc, N)
+            total = slices_sum(W, z, S, r, c)
+            if rounded:
+                C[z, r, c] = _cvt_f16x2(total, 0.0) & 0xFFFF
+            else:
+                C[z, r, c] = total
+    return split_sum
 
 
 _cvt_f16x2 = P.routines("inline").cvt_f16x2_f32
-
-
-def split_sum_half(W, C, S):
-    i = cuda.grid(1)
-    M, N = C.shape[1], C.shape[2]
-    if i < C.shape[0] * M * N:
-        z, rc = divmod32(i, M * N)
-        r, c = divmod32(rc, N)
-        C[z, r, c] = _cvt_f16x2(slices_sum(W, z, S, r, c), 0.0) & 0xFFFF
+_KERNELS = {rounded: _kernel(rounded) for rounded in (False, True)}

@@ -82,7 +82,8 @@ def run_case(precision, cfg, kernel, preset, case, rng, use_torch):
             t = torch.from_numpy(np.ascontiguousarray(v) if v.flags.c_contiguous or v.ndim < 2 else
                                  np.ascontiguousarray(np.swapaxes(v, -1, -2))).cuda()
             return t if v.flags.c_contiguous or v.ndim < 2 else t.transpose(-1, -2)
-        dtype = {"fp16": torch.float16 if acc == "f16" else torch.float32}.get(precision, torch.int32)
+        half = cfg is not None and cfg.c_dtype == np.float16
+        dtype = {"fp16": torch.float16 if half else torch.float32}.get(precision, torch.int32)
         poison = float("nan") if precision == "fp16" else -(2**31)
         out = torch.full(ref.shape, poison, dtype=dtype, device="cuda")
         numgemm.gemm(dev(x), dev(y), out=out, **kw)

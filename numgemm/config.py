@@ -105,6 +105,9 @@ class KernelConfig:
     cluster: int = 1           # op=wgmma: CTAs of a thread-block cluster on neighbouring tile rows; each
                                # loads its share of the B tile they have in common and TMA multicasts
                                # it to all of them (B read from L2 once per cluster, not per CTA)
+    multicast: str = "b"       # cluster > 1: the operand its CTAs share: b (on neighbouring tile rows, as
+                               # above) | a (on neighbouring tile columns: each loads its rows of the A
+                               # tile they have in common and multicasts them; for M of one tile row)
     persistent: bool = False   # op=wgmma: one block per SM walks the output tiles (the producer fills
                                # the next tile's stages while the consumers store); else a block a tile
     reg_buffers: int = 0       # fragment register buffers: 2 loads the next k step's fragments
@@ -316,6 +319,8 @@ class KernelConfig:
         """copy="tma": rows of A's box and of each B box (128-byte rows; an
         N x K B tile shared by a cluster: each CTA's share)."""
         rows_b = self.b_tile_shape[0]
+        if self.multicast == "a":
+            return self.bm // self.cluster, rows_b
         return self.bm, rows_b // self.cluster if self.b_layout == "nk" else rows_b
 
     @property
@@ -393,7 +398,8 @@ class KernelConfig:
         default = KernelConfig.__dataclass_fields__
         for f in ("warps_k", "a_ldmatrix", "b_ldmatrix", "cache", "evict", "b_layout", "b_global", "acc",
                   "out", "smem_pad", "swizzle", "private_tiles", "raster", "k_stagger", "linkage", "unpack", "min_blocks",
-                  "copy_parts", "zfill_src", "interior_loop", "copy", "cluster", "persistent", "reg_buffers",
+                  "copy_parts", "zfill_src", "interior_loop", "copy", "cluster", "multicast", "persistent",
+                  "reg_buffers",
                   "split_k", "split_sum", "a_regs"):
             value = getattr(self, f)
             if (f == "acc" and value == self.prec.acc) or (f == "reg_buffers" and value == self.auto_reg_buffers) \
@@ -410,7 +416,11 @@ class KernelConfig:
         blocks of a tile lie along grid.z, so a persistent kernel then has
         1 / split_k of the SMs along x."""
         tiles_m = -(-M // self.bm)
-        tiles = -(-tiles_m // self.cluster) * self.cluster * -(-N // self.bn)
+        tiles_n = -(-N // self.bn)
+        if self.multicast == "a":           # the tile columns rounded up to whole clusters
+            tiles = tiles_m * -(-tiles_n // self.cluster) * self.cluster
+        else:
+            tiles = -(-tiles_m // self.cluster) * self.cluster * tiles_n
         if not self.persistent:
             return tiles
         return min(tiles, max(1, sms // self.split_k // self.cluster) * self.cluster)
@@ -599,6 +609,10 @@ class KernelConfig:
                        "tile_scaled)")
         if self.cluster not in (1, 2) or self.rows_b % (self.cluster * 8):
             err.append(f"wgmma: cluster 1 or 2, splitting B's tile into whole boxes, got {self.cluster}")
+        if self.multicast not in ("a", "b") or (self.multicast == "a" and (
+                self.cluster == 1 or self.copy != "tma" or self.bm % (self.cluster * 8))):
+            err.append(f"multicast b, or a (a cluster's CTAs sharing the A tile by TMA, each 8 or more whole "
+                       f"rows of it), got {self.multicast!r} with cluster={self.cluster}, bm={self.bm}")
         if self.persistent and self.min_blocks != 1:
             err.append("persistent: one block per SM (min_blocks=1)")
         if self.shared_view.precision == "int8" and self.b_layout != "nk":
@@ -629,6 +643,7 @@ _SHORT = {
     "interior_loop": lambda v: "iloop",
     "copy": str,
     "cluster": lambda v: f"cl{v}",
+    "multicast": lambda v: f"mc{v}",
     "persistent": lambda v: "pers",
     "reg_buffers": lambda v: f"rb{v}",
     "split_k": lambda v: f"split{v}",

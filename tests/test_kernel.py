@@ -237,12 +237,15 @@ def test_tma_operands_of_every_shape(name, rng):
                                          ("int8_wgmma", dict(bm=64, warps_m=4, bn=128)),
                                          ("fp16_wgmma", dict(bm=64, warps_m=4, bn=128, persistent=False)),
                                          ("fp16_wgmma", dict(bn=320)), ("fp16_wgmma", dict(bn=320, cluster=1)),
-                                         ("fp16_wgmma", dict(bm=64, warps_m=4, bn=64, stages=12, cluster=1))])
+                                         ("fp16_wgmma", dict(bm=64, warps_m=4, bn=64, stages=12, cluster=1)),
+                                         ("fp16_wgmma", dict(bm=64, warps_m=4, bn=64, stages=12, multicast="a")),
+                                         ("int8_wgmma", dict(bm=64, warps_m=4, bn=128, multicast="a",
+                                                             persistent=False))])
 def test_wgmma_clusters_and_persistent_tiles(name, fields, rng):
     """A cluster pairs tile rows (an odd count leaves a CTA past M, which must
-    still share its part of B and store nothing); a persistent grid walks
-    more tiles than the GPU has SMs, its ring's barrier phases running on
-    across tiles."""
+    still share its part of B and store nothing; multicast="a": tile columns,
+    past N, sharing A); a persistent grid walks more tiles than the GPU has
+    SMs, its ring's barrier phases running on across tiles."""
     cfg = registry.get(name).replace(**fields)
     skip_unless_it_runs_here(cfg)
     for batch, M, N, K in ((1, 300, 520, 200), (2, 1030, 2100, 136), (1, 2200, 2600, 72)):
@@ -343,6 +346,18 @@ def test_wgmma_320_columns_as_two_instructions(cluster):
     wide, narrow = b.count("HGMMA.64x256x16.F32"), b.count("HGMMA.64x64x16.F32")
     assert wide >= cfg.ksteps and wide == narrow
     assert b.local_bytes == 0 and b.calls == 0 and b.count("USETMAXREG.TRY_ALLOC") == 1
+
+
+def test_cluster_shares_a_along_n():
+    """multicast="a": each CTA of the pair loads half of A's rows (a box of
+    bm / 2 rows) and multicasts it, and all of B; the tile columns come in
+    whole clusters."""
+    cfg = registry.get("fp16_wgmma_cl1").replace(bm=64, warps_m=4, bn=64, stages=13, cluster=2, multicast="a")
+    assert cfg.tma_box_rows == (32, 64) and cfg.grid_blocks(64, 4096 - 64, 132) == 64
+    b = build_config(cfg, "sm_90")
+    assert b.count("UTMALDG.3D.MULTICAST") >= 1 and b.local_bytes == 0
+    with pytest.raises(ValueError, match="multicast b, or a"):
+        cfg.replace(cluster=1)
 
 
 def test_wgmma_ring_deeper_than_cp_async_allows():

@@ -18,7 +18,8 @@ again, so that no block-wide barrier is needed in the k loop. In a cluster
 producer loads its share of B and multicasts it to every CTA of the
 cluster: a stage's "full" barrier still counts the whole stage's bytes, and
 its "empty" barrier counts the consumer warps of every CTA, since a share
-lands in all of them.
+lands in all of them. With multicast="a" the cluster's CTAs lie on
+neighbouring tile columns and share A the same way, each loading all of B.
 """
 
 from collections import namedtuple
@@ -108,6 +109,8 @@ def routine(cfg):
     # every cl-th where they do not divide).
     share_rows, share_boxes = cfg.tma_box_rows[1], b_boxes // cl
     mask = u32((1 << cl) - 1)
+    # multicast="a": they share A instead, each its rows of the tile (whole swizzle periods).
+    share_a, a_rows = cl > 1 and cfg.multicast == "a", cfg.tma_box_rows[0]
 
     place = rg.place
 
@@ -138,7 +141,15 @@ def routine(cfg):
     def issue(bx, part):
         """The whole k-tile with the first part (or all): A's box and B's, the
         stage's mbarrier told their bytes."""
-        if part <= 0 and bx.issuer:
+        if part <= 0 and bx.issuer and share_a:
+            ptx.mbarrier_arrive_expect_tx(bx.bar, u32(stage_bytes))
+            rows = bx.rank * u32(a_rows)
+            ptx.tma_load_3d_multicast(bx.dst + rows * u32(SWIZZLE_BYTES), bx.tmaps,
+                                      (bx.kb0, bx.row_a + i32(rows), bx.z), bx.bar, mask)
+            for box in range(b_boxes):
+                ptx.tma_load_3d(bx.dst + u32(tile_a + box * b_box_bytes), bx.tmaps + u64(128),
+                                (bx.b0 + i32(box * SWIZZLE_BYTES), bx.b1, bx.zb), bx.bar)
+        elif part <= 0 and bx.issuer:
             ptx.mbarrier_arrive_expect_tx(bx.bar, u32(stage_bytes))
             ptx.tma_load_3d(bx.dst, bx.tmaps, (bx.kb0, bx.row_a, bx.z), bx.bar)
             if cl == 1:

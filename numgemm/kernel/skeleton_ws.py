@@ -70,12 +70,18 @@ def kernel_function(cfg, warp_rt, copy_rt):
     k_part, split = _k_part(cfg), cfg.split_k
     a_regs = cfg.a_regs
 
+    share_a = cfg.multicast == "a"
+
     def cluster_tile(tile, pairs_m, tiles_n):
         """The output tile of block `tile`: a cluster's CTAs take neighbouring
-        tile rows of one column (tile_of walks the clusters); a CTA whose row
-        lies past M computes zeros (TMA fills them) and stores nothing."""
+        tile rows of one column (multicast="a": neighbouring columns of one
+        row; tile_of walks the clusters); a CTA whose tile lies past M or N
+        computes zeros (TMA fills them) and stores nothing."""
         if cluster == 1:
             return tile_of(tile, pairs_m, tiles_n)
+        if share_a:
+            tm, tn = tile_of(tile // cluster, pairs_m, (tiles_n + cluster - 1) // cluster)
+            return tm, tn * cluster + tile % cluster
         tm, tn = tile_of(tile // cluster, pairs_m, tiles_n)
         return tm * cluster + tile % cluster, tn
     cluster_tile = device(cluster_tile)
@@ -85,8 +91,12 @@ def kernel_function(cfg, warp_rt, copy_rt):
         tid = cuda.threadIdx.x
         warp, lane = tid >> 5, tid & 31
         tiles_m, tiles_n = (M + bm - 1) // bm, (N + bn - 1) // bn
-        pairs_m = (tiles_m + cluster - 1) // cluster        # tile rows in whole clusters
-        tiles = pairs_m * cluster * tiles_n
+        if share_a:                                         # tile columns in whole clusters
+            pairs_m = tiles_m
+            tiles = tiles_m * ((tiles_n + cluster - 1) // cluster) * cluster
+        else:
+            pairs_m = (tiles_m + cluster - 1) // cluster    # tile rows in whole clusters
+            tiles = pairs_m * cluster * tiles_n
         step = cuda.gridDim.x if persistent else tiles      # persistent: every gridDim.x-th tile
         z = zc = cuda.blockIdx.z            # A's and B's batch; C's (split-K: the workspace's slice)
         if split > 1:

@@ -269,7 +269,7 @@ def _store(cfg, scaled):
     descale = generated("descale", "acc", [f"acc[{e}] = sar8(acc[{e}])" for e in range(mi * nj * nc)]
                         if scaled else ["pass"], {"sar8": sar8})
 
-    halves = _half_rows(mi, nj, nc) if half else None
+    halves = _half_rows(ptx, mi, nj, nc) if half else None
 
     def store(acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned):
         descale(acc)
@@ -306,12 +306,12 @@ def _store(cfg, scaled):
     return device(store)
 
 
-def _half_rows(mi, nj, nc):
+def _half_rows(ptx, mi, nj, nc):
     """out="f16": the epilogue written out (a loop this long LLVM leaves
     rolled, and the accumulators it indexes go to local memory): each row's
     8-column blocks two at a time, rounded, exchanged across the quad and
-    stored 8 bytes a lane; at C's edges element by element."""
-    ptx = P.routines("inline")
+    stored 8 bytes a lane; at C's edges element by element. ptx: the
+    routines in the kernel's linkage."""
     lines = []
     for i in range(mi):
         for h in range(2):

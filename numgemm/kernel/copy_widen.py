@@ -32,12 +32,14 @@ def _load_one(cfg, unit, reg0):
     return device(lambda i, dst, src, ok, policy, regs: put4(regs, reg0 + 4 * i, ld(src, ok)))
 
 
-def _land(cfg, rows, row_bytes, pitch, unit, reg0):
+def _land(cfg, rows, row_bytes, pitch, unit, reg0, raw=False):
     """land(rows_in_tile, dst, regs): a tile's s4 pieces widened into its s8
     rows (16 x s8 where cfg.scaled). A piece's 32 bytes are its row's chunks
     2c and 2c + 1: side by side in padded rows; in the 128-byte swizzle (the
     wgmma stages) chunk 2c lands at dst and 2c + 1 at dst ^ 16, since the
-    XOR flips the low chunk bit alike for both."""
+    XOR flips the low chunk bit alike for both. raw (A with a_regs): each
+    piece as it came, in the first of those two chunks (the consumers'
+    ldmatrix reads it there, eight rows in eight banks' groups)."""
     ptx = P.routines(cfg.linkage)
     st, get4 = ptx.st_shared_v4, getter(4)
     widen = ptx.unpack_s4_s8x16 if cfg.scaled else ptx.unpack_s4_s8
@@ -52,8 +54,11 @@ def _land(cfg, rows, row_bytes, pitch, unit, reg0):
         for i in range(passes):
             if not ragged or i * step < rows_in_tile:
                 w = get4(regs, reg0 + 4 * i)
-                x0, x1, x2, x3 = widen(w[0]), widen(w[1]), widen(w[2]), widen(w[3])
                 at = dst + i * step * pitch
+                if raw:
+                    st(at, w)
+                    continue
+                x0, x1, x2, x3 = widen(w[0]), widen(w[1]), widen(w[2]), widen(w[3])
                 if grouped:
                     st(at, (x0[0], x1[0], x2[0], x3[0]))
                     st(at ^ 16, (x0[1], x1[1], x2[1], x3[1]))
@@ -64,14 +69,5 @@ def _land(cfg, rows, row_bytes, pitch, unit, reg0):
 
 
 def _land_raw(cfg, rows, row_bytes, pitch, unit, reg0):
-    """land(rows_in_tile, dst, regs), a_regs: A's s4 pieces as they came, each
-    in the first of the two swizzled chunks its widened form would take (the
-    consumers' ldmatrix reads them there, eight rows in eight banks' groups)."""
-    st, get4 = P.routines(cfg.linkage).st_shared_v4, getter(4)
-    passes, step, ragged = copy_threads.pass_count(cfg, rows, row_bytes, unit)
-
-    def land(rows_in_tile, dst, regs):
-        for i in range(passes):
-            if not ragged or i * step < rows_in_tile:
-                st(dst + i * step * pitch, get4(regs, reg0 + 4 * i))
-    return device(land)
+    """_land's raw form: A's s4 pieces as they came (a_regs)."""
+    return _land(cfg, rows, row_bytes, pitch, unit, reg0, raw=True)

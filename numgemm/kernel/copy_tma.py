@@ -141,18 +141,15 @@ def routine(cfg):
     def issue(bx, part):
         """The whole k-tile with the first part (or all): A's box and B's, the
         stage's mbarrier told their bytes."""
-        if part <= 0 and bx.issuer and share_a:
+        if part <= 0 and bx.issuer:
             ptx.mbarrier_arrive_expect_tx(bx.bar, u32(stage_bytes))
-            rows = bx.rank * u32(a_rows)
-            ptx.tma_load_3d_multicast(bx.dst + rows * u32(SWIZZLE_BYTES), bx.tmaps,
-                                      (bx.kb0, bx.row_a + i32(rows), bx.z), bx.bar, mask)
-            for box in range(b_boxes):
-                ptx.tma_load_3d(bx.dst + u32(tile_a + box * b_box_bytes), bx.tmaps + u64(128),
-                                (bx.b0 + i32(box * SWIZZLE_BYTES), bx.b1, bx.zb), bx.bar)
-        elif part <= 0 and bx.issuer:
-            ptx.mbarrier_arrive_expect_tx(bx.bar, u32(stage_bytes))
-            ptx.tma_load_3d(bx.dst, bx.tmaps, (bx.kb0, bx.row_a, bx.z), bx.bar)
-            if cl == 1:
+            if share_a:                 # this CTA's rows of A, to every CTA
+                rows = bx.rank * u32(a_rows)
+                ptx.tma_load_3d_multicast(bx.dst + rows * u32(SWIZZLE_BYTES), bx.tmaps,
+                                          (bx.kb0, bx.row_a + i32(rows), bx.z), bx.bar, mask)
+            else:
+                ptx.tma_load_3d(bx.dst, bx.tmaps, (bx.kb0, bx.row_a, bx.z), bx.bar)
+            if cl == 1 or share_a:      # all of B
                 for box in range(b_boxes):
                     ptx.tma_load_3d(bx.dst + u32(tile_a + box * b_box_bytes), bx.tmaps + u64(128),
                                     (bx.b0 + i32(box * SWIZZLE_BYTES), bx.b1, bx.zb), bx.bar)

@@ -210,7 +210,7 @@ class _Shape:
     prec: object
     bmnk: tuple                     # batch, M, N, K (K in elements)
     b_units: bool                   # INT4 B as K x N 16-bit units
-    cfg: object                     # the KernelConfig named by kernel=, or None for the default
+    cfg: object                     # the KernelConfig named by kernel= (storing C as c_dtype), or None
     c_dtype: object                 # C's NumPy dtype
 
     @property
@@ -254,7 +254,10 @@ def _checked(a, b, precision, kernel, preset, k, out=None, out_dtype=None):
         raise ValueError(f"b's batch {batch_b} is neither 1 nor a's batch {batch}")
     if batch > 65535:
         raise ValueError(f"batch {batch} is more than the grid allows (65535)")
-    return _Shape(precision, prec, (batch, M, N, K), b_units, cfg, _c_dtype(prec, cfg, out, out_dtype))
+    c_dtype = _c_dtype(prec, cfg, out, out_dtype)
+    if cfg is not None:                 # refused here, before the GPU is needed, where it cannot
+        cfg = with_c_dtype(cfg, c_dtype)
+    return _Shape(precision, prec, (batch, M, N, K), b_units, cfg, c_dtype)
 
 
 def _c_dtype(prec, cfg, out, out_dtype):
@@ -271,8 +274,6 @@ def _c_dtype(prec, cfg, out, out_dtype):
     allowed = [np.dtype(prec.out_dtype)] + ([np.dtype(np.float16)] if prec.name == "fp16" else [])
     if want not in allowed:
         raise TypeError(f"{what}: {prec.name} gives C as {' or '.join(d.name for d in allowed)}; got {want.name}")
-    if cfg is not None:
-        with_c_dtype(cfg, want, False)      # refused here, before the GPU is needed
     return want
 
 
@@ -321,8 +322,9 @@ def _plan(a, b, shape, preset, out, stream):
 
     dev = cuda.get_current_device()
     cc = tuple(dev.compute_capability)
-    cfg = with_c_dtype(_config(shape.cfg, precision, layout, preset, (M, N, K), cc), shape.c_dtype,
-                       chosen=shape.cfg is None)
+    cfg = _config(shape.cfg, precision, layout, preset, (M, N, K), cc)
+    if shape.cfg is None:               # gemm()'s choice, storing C as asked
+        cfg = with_c_dtype(cfg, shape.c_dtype, chosen=True)
     if batch * cfg.split_k > 65535:         # grid.z: the batch times the split
         if shape.cfg is not None:
             raise ValueError(f"kernel {cfg.name} splits K {cfg.split_k} ways: batch {batch} x {cfg.split_k} is "

@@ -295,9 +295,10 @@ def run(args):
     if "int4" in args.precision:
         log(registry.describe_default("int4", cc))
     shapes = shapes_of(args)
-    prebuild([c for _, _, c in select(args) if not c.unsupported(cc)], cc, args.jobs)
+    selected = select(args)
+    prebuild([c for _, _, c in selected if not c.unsupported(cc)], cc, args.jobs)
     for precision in PRECISION_ORDER:
-        chosen = [c for c in select(args) if c[2].precision == precision]
+        chosen = [c for c in selected if c[2].precision == precision]
         picks = {shape: default_pick(precision, shape, cc, args) for shape in shapes} if wants_default(args) else {}
         if precision not in args.precision or not (chosen or picks):
             continue

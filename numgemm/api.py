@@ -166,8 +166,9 @@ class GemmPlan:
     host_out: bool
     stream: object
     in_place: bool = False          # repeatable by its raw arguments alone (see _LAUNCHES)
-    workspace: object = None        # split-K: the (batch * split_k, M, N) partial sums
-    counts: object = None           # split_sum="last": a tile's arrivals (batch x tiles, int32, zeroed)
+    workspace: object = None        # split-K: the (batch * split_k, M, N) partial sums; stream_k: a slot a CTA
+    counts: object = None           # split_sum="last": a tile's arrivals (batch x tiles, int32, zeroed);
+                                    # stream_k: a flag a slot's consumer warp (zeroed)
 
     def __post_init__(self):
         from numba.cuda.cudadrv import driver
@@ -186,7 +187,7 @@ class GemmPlan:
         _allow_dynamic_shared(self.cufunc, self.cfg.smem_bytes)
         stream, then = int(self.stream.handle), None
         C = self.args[2]
-        if self.counts is not None:                      # split-K, summed by each tile's last block
+        if self.counts is not None:                      # split-K summed by each tile's last block; stream-K
             self.args = (*self.args[:2], (self.workspace, C, self.counts), *self.args[3:])
         elif self.workspace is not None:                 # split-K: the partial sums, then their sum
             spec = SplitSum.of(self.cfg)
@@ -355,6 +356,10 @@ def _plan(a, b, shape, preset, out, stream):
         c_aligned = int(N % 8 == 0)
     if cfg.split_sum == "last":         # zero once; each launch's last blocks set their tile's back to 0
         counts = cuda.to_device(np.zeros(batch * tiles, np.int32))
+    if cfg.stream_k:                    # a slot a CTA of every batch; each flag is set back to 0 as it is read
+        n_acc, threads = cfg.partial_shape
+        work = cuda.device_array(batch * tiles * n_acc * threads, np.float32 if cfg.acc == "f32" else np.int32)
+        counts = cuda.to_device(np.zeros(batch * tiles * threads // 32, np.int32))
     # in_place: the operands used where they lie and the output the caller's.
     return GemmPlan(cfg, (A, B, C, M, N, k_rows, KB, B.shape[2], c_aligned, maps), (tiles, 1, batch * cfg.split_k),
                     result, host_out, stream, in_place=not host and not copied and out is not None, workspace=work,

@@ -110,6 +110,10 @@ class KernelConfig:
                                # tile they have in common and multicasts them; for M of one tile row)
     persistent: bool = False   # op=wgmma: one block per SM walks the output tiles (the producer fills
                                # the next tile's stages while the consumers store); else a block a tile
+    stream_k: bool = False     # persistent: the tiles past the last whole wave, and one wave more, are shared
+                               # out among all the clusters by k-tiles (stream-K; a grid of every SM): a
+                               # tile split between CTAs is stored by the one with its first k-tile, which
+                               # adds the others' partial sums (a workspace slot and flag a CTA's warp)
     reg_buffers: int = 0       # fragment register buffers: 2 loads the next k step's fragments
                                # (across the barrier at a tile's end) while this one's mmas issue;
                                # 0: 2 where a warp has an even number of k steps per k-tile, else 1
@@ -162,6 +166,14 @@ class KernelConfig:
     def producer_threads(self):
         """op="wgmma": the producer warpgroup, ahead of the consumers' warps."""
         return 128 if self.op == "wgmma" else 0
+
+    @property
+    def partial_shape(self):
+        """stream_k: one CTA's partial sums in its workspace slot, (accumulators
+        a consumer thread holds, consumer threads): each thread's stores and
+        loads run along the threads, coalesced."""
+        consumers = self.threads - self.producer_threads
+        return self.bm * self.bn // consumers, consumers
 
     @property
     def warp_tile(self):
@@ -399,7 +411,7 @@ class KernelConfig:
         for f in ("warps_k", "a_ldmatrix", "b_ldmatrix", "cache", "evict", "b_layout", "b_global", "acc", "out",
                   "smem_pad", "swizzle", "private_tiles", "raster", "k_stagger", "linkage", "unpack", "min_blocks",
                   "copy_parts", "zfill_src", "interior_loop", "copy", "cluster", "multicast", "persistent",
-                  "reg_buffers", "split_k", "split_sum", "a_regs"):
+                  "stream_k", "reg_buffers", "split_k", "split_sum", "a_regs"):
             value = getattr(self, f)
             if (f == "acc" and value == self.prec.acc) or (f == "reg_buffers" and value == self.auto_reg_buffers) \
                     or (f in ("swizzle", "zfill_src", "interior_loop") and self.copy == "tma"):  # implied, or moot
@@ -411,7 +423,8 @@ class KernelConfig:
     def grid_blocks(self, M, N, sms):
         """Blocks along grid.x for an M x N output on a GPU of `sms` SMs: a
         block a tile (the tile rows rounded up to whole clusters), or
-        (persistent) at most one a SM, in whole clusters; split-K's split_k
+        (persistent) at most one a SM, in whole clusters (stream_k: one a
+        SM, however few the tiles); split-K's split_k
         blocks of a tile lie along grid.z, so a persistent kernel then has
         1 / split_k of the SMs along x."""
         tiles_m = -(-M // self.bm)
@@ -422,6 +435,8 @@ class KernelConfig:
             tiles = -(-tiles_m // self.cluster) * self.cluster * tiles_n
         if not self.persistent:
             return tiles
+        if self.stream_k:                   # every SM: the tail's k-tiles spread over them all
+            return max(1, sms // self.cluster) * self.cluster
         return min(tiles, max(1, sms // self.split_k // self.cluster) * self.cluster)
 
     def replace(self, **changes):
@@ -505,6 +520,9 @@ class KernelConfig:
                        "skeleton's kernels (op=mma or wmma)")
         if (self.persistent or self.cluster != 1) and self.op != "wgmma":
             err.append("persistent and cluster apply to the warp-specialised (wgmma) kernels")
+        if self.stream_k and (not self.persistent or self.copy != "tma" or self.split_k != 1):
+            err.append("stream_k shares the last tiles' k-tiles among a persistent wgmma grid's CTAs (op=wgmma, persistent, "
+                       "copy=tma, split_k=1)")
         if self.copy not in ("cp_async", "tma"):
             err.append("copy must be cp_async or tma")
         elif self.copy == "tma" and (self.evict != "none" or max(self.tma_box_rows) > 256):
@@ -644,6 +662,7 @@ _SHORT = {
     "cluster": lambda v: f"cl{v}",
     "multicast": lambda v: f"mc{v}",
     "persistent": lambda v: "pers",
+    "stream_k": lambda v: "sk",
     "reg_buffers": lambda v: f"rb{v}",
     "split_k": lambda v: f"split{v}",
     "a_regs": lambda v: "aregs",

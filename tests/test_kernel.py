@@ -449,6 +449,61 @@ def test_split_k_keeps_the_wgmma_k_loop(name):
     assert base.replace(split_k=2).grid_blocks(8192, 8192, 132) == base.grid_blocks(8192, 8192, 132) // 2
 
 
+@pytest.mark.parametrize("name", ["fp16_wgmma", "int8_wgmma_cl1", "fp16_wgmma_c16"])
+def test_stream_k_keeps_the_wgmma_k_loop(name):
+    """stream_k: the tiles computed whole and the tail's runs issue the same
+    k loop (twice: one copy each), the registers still handed over, nothing
+    spilled; the partial sums go out and come back 16 bytes a thread, and the
+    flags are atomics; the grid is every SM, however few the tiles."""
+    base = registry.get(name)
+    one, sk = (build_config(c, "sm_90") for c in (base, base.replace(stream_k=True)))
+    for op in (expected_sass(base, "sm_90")[0], "UTMALDG.3D"):
+        assert sk.count(op) == 2 * one.count(op) > 0, op
+    assert sk.count("USETMAXREG") == one.count("USETMAXREG") == 2
+    assert sk.count("STG.E.128") == sk.count("LDG.E.128.STRONG.GPU") == base.partial_shape[0] // 4
+    assert sk.count("ATOM") > 0 == one.count("ATOM")
+    # float16 C: one register spilled around the tail's rounding epilogue, outside the k loop
+    assert sk.local_bytes <= (8 if base.out else 0) and sk.calls == 0
+    cfg = base.replace(stream_k=True)
+    assert cfg.name == base.name + "_sk" and cfg.grid_blocks(512, 512, 132) == 132 // cfg.cluster * cfg.cluster
+    from numgemm.kernel import argtypes
+
+    assert len(argtypes(cfg)[2]) == 3
+
+
+@pytest.mark.parametrize("fields", [dict(persistent=False), dict(split_k=2)])
+def test_stream_k_is_refused_where_it_cannot_share(fields):
+    with pytest.raises(ValueError, match="stream_k"):
+        registry.get("int8_wgmma").replace(stream_k=True, **fields)
+    with pytest.raises(ValueError, match="stream_k"):
+        registry.get("int8_ptx_mma_k32").replace(stream_k=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,fields", [("int8_wgmma", {}), ("int8_wgmma_cl1", {}), ("fp16_wgmma", {}),
+                                         ("fp16_wgmma_c16", {}), ("int8_wgmma", dict(bm=64, warps_m=4, bn=128)),
+                                         ("fp16_wgmma", dict(bn=320))])
+def test_stream_k_sums_every_k_tile_once(name, fields, rng):
+    """stream_k on a GPU of many SMs: tiles fewer than the clusters, with runs
+    of one k-tile and empty ones (the first shape, two batches), tiles cut in
+    two and three (the second), whole waves before the streamed tail (the
+    third); exact for integers, each tile's parts added once, C's edges
+    stored as any kernel's. A second launch reuses the flags."""
+    import numgemm
+
+    cfg = registry.get(name).replace(stream_k=True, **fields)
+    skip_unless_it_runs_here(cfg)
+    for batch, M, N, K in ((2, 300, 520, 2 * cfg.bk - 56), (1, 1030, 2100, 8 * cfg.bk - 24),
+                           (1, 2048, 17 * cfg.bn, 2 * cfg.bk)):
+        check_kernel(cfg, batch, M, N, K, rng, kernel=cfg)
+    a, b, ref = operands.kernel_operands(cfg, 1, 1030, 2100, 8 * cfg.bk, rng)
+    out = operands.poisoned(cfg.precision, (1, 1030, 2100), cfg.c_dtype)
+    plan = numgemm.plan_gemm(a, b, precision=cfg.precision, kernel=cfg, out=out)
+    for _ in range(3):
+        plan.launch()
+    assert operands.mismatch(out.copy_to_host(), ref, cfg.precision, cfg.acc) is None
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("name,split", [("int8_ptx_mma_k32_m16", 4), ("int8_ptx_mma_k32", 2), ("fp16_ptx_mma", 3),
                                         ("fp16_ptx_mma_m16", 2), ("int4_ptx_unpack_s8_m16", 2), ("fp16_wmma", 2),

@@ -36,9 +36,9 @@ the consumers store zeros.
 from numba import cuda
 
 from .. import primitives as P
-from .regs import device, i32, u8, u32
+from .regs import device, divmod32, i32, u8, u32
 from .skeleton import _k_part, _next_stage, _tile_of
-from .warp_wgmma import wait_0, wait_1
+from .warp_wgmma import partials, wait_0, wait_1
 
 
 def kernel_function(cfg, warp_rt, copy_rt):
@@ -71,6 +71,8 @@ def kernel_function(cfg, warp_rt, copy_rt):
     a_regs = cfg.a_regs
 
     share_a = cfg.multicast == "a"
+    stream = cfg.stream_k
+    stream_part, run_of, publish, gather = _stream_k(cfg) if stream else (None,) * 4
 
     def cluster_tile(tile, pairs_m, tiles_n):
         """The output tile of block `tile`: a cluster's CTAs take neighbouring
@@ -86,8 +88,45 @@ def kernel_function(cfg, warp_rt, copy_rt):
         return tm * cluster + tile % cluster, tn
     cluster_tile = device(cluster_tile)
 
+    def fill(ctx, sbase, A, B, z, zb, tile, pairs_m, tiles_n, tid, dims, g, off, k0, kb, ke):
+        """TMA: the issuing thread copies k-tiles kb .. ke - 1 of `tile` (k0 + kt
+        of A and B) into the ring, each once its stage is free; -> (g, off)."""
+        tm, tn = cluster_tile(tile, pairs_m, tiles_n)
+        cs = setup(ctx, sbase, A, B, z, zb, i32(tm * bm), i32(tn * bn), tid, 0, dims)
+        for kt in range(kb, ke):
+            acquire(cs, g, off)
+            issue(stage(cs, k0 + kt, off, False), -1)
+            g, off = g + 1, next_stage(off)
+        return g, off
+    fill = device(fill)
+
+    def consume(acc, ctx, sbase, A, B, z, zb, m0, n0, tid, lane, dims, a_rows, g, off, kb, ke):
+        """A consumer warp's sums over k-tiles kb .. ke - 1 of the tile at (m0,
+        n0) into acc (zeroed), each stage released once the wgmmas after it
+        have been issued; -> (g, off)."""
+        cs = setup(ctx, sbase, A, B, z, zb, m0, n0, tid, 0, dims)
+        last = off
+        for kt in range(kb, ke):
+            wait(cs, g, off, g + 1)
+            compute(acc, sbase + u32(off) + a_rows, sbase + u32(off + tile_a))
+            if a_regs:      # the wgmmas read A's registers until they end: before the next widening
+                wait_0()
+                if lane == 0:
+                    release(cs, off)
+            else:
+                wait_1()
+                if kt > kb and lane == 0:
+                    release(cs, last)           # k-tile kt - 1's wgmmas are done with it
+            last, g, off = off, g + 1, next_stage(off)
+        wait_0()
+        if lane == 0 and not a_regs and ((split == 1 and not stream) or ke > kb):
+            release(cs, last)
+        return g, off
+    consume = device(consume)
+
     def gemm_kernel(A, B, C, M, N, K, KB, NB, c_aligned, tmaps):
-        """Arguments as skeleton.gemm_kernel's."""
+        """Arguments as skeleton.gemm_kernel's; stream_k: C is (the workspace,
+        C, the workspace's flags)."""
         tid = cuda.threadIdx.x
         warp, lane = tid >> 5, tid & 31
         tiles_m, tiles_n = (M + bm - 1) // bm, (N + bn - 1) // bn
@@ -114,16 +153,19 @@ def kernel_function(cfg, warp_rt, copy_rt):
         # parities follow its uses, not a tile's k index.
         g, off = 0, 0
         tile = cuda.blockIdx.x
+        whole, it0, it1 = tiles, 0, 0       # the tiles each computed whole; the cluster's stream-K run
+        if stream:
+            whole, it0, it1 = stream_part(tiles, ktiles)
         if warp < producer_warps:
             shrink()
-            while not widen and tid == 0 and tile < tiles:     # TMA: one thread issues the copies
-                tm, tn = cluster_tile(tile, pairs_m, tiles_n)
-                cs = setup(ctx, sbase, A, B, z, zb, i32(tm * bm), i32(tn * bn), tid, 0, dims)
-                for kt in range(ktiles):
-                    acquire(cs, g, off)
-                    issue(stage(cs, k0 + kt, off, False), -1)
-                    g, off = g + 1, next_stage(off)
+            while not widen and tid == 0 and tile < whole:     # TMA: one thread issues the copies
+                g, off = fill(ctx, sbase, A, B, z, zb, tile, pairs_m, tiles_n, tid, dims, g, off, k0, 0, ktiles)
                 tile += step
+            it = it0
+            while stream and tid == 0 and it < it1:            # stream-K: the tail's runs of k-tiles
+                tile, kb, ke = run_of(it, it1, whole, ktiles)
+                g, off = fill(ctx, sbase, A, B, z, zb, tile, pairs_m, tiles_n, tid, dims, g, off, 0, kb, ke)
+                it += ke - kb
             while widen and tile < tiles and (split == 1 or ktiles > 0):    # widening: all 128, two ahead
                 tm, tn = cluster_tile(tile, pairs_m, tiles_n)
                 m0, n0 = i32(tm * bm), i32(tn * bn)
@@ -147,32 +189,105 @@ def kernel_function(cfg, warp_rt, copy_rt):
             grow()
             cw = warp - producer_warps                  # the consumer's warp: rows 16 cw .. of the tile
             a_rows = u32((cw >> 2) * rows * pitch_a)    # its warpgroup's 64 rows of A
-            while tile < tiles:
+            Cout = C[1] if stream else C            # stream_k: C is (the workspace, C, its flags)
+            while tile < whole:
                 tm, tn = cluster_tile(tile, pairs_m, tiles_n)
                 m0, n0 = i32(tm * bm), i32(tn * bn)
-                cs = setup(ctx, sbase, A, B, z, zb, m0, n0, tid, 0, dims)
                 acc = init()
-                last = off
-                for kt in range(ktiles):
-                    wait(cs, g, off, g + 1)
-                    compute(acc, sbase + u32(off) + a_rows, sbase + u32(off + tile_a))
-                    if a_regs:      # the wgmmas read A's registers until they end: before the next widening
-                        wait_0()
-                        if lane == 0:
-                            release(cs, off)
-                    else:
-                        wait_1()
-                        if kt > 0 and lane == 0:
-                            release(cs, last)           # k-tile kt - 1's wgmmas are done with it
-                    last, g, off = off, g + 1, next_stage(off)
-                wait_0()
-                if lane == 0 and not a_regs and (split == 1 or ktiles > 0):
-                    release(cs, last)
-                store(acc, C, zc, m0, n0, cw * 16, 0, M, N, tid, c_aligned)
+                g, off = consume(acc, ctx, sbase, A, B, z, zb, m0, n0, tid, lane, dims, a_rows, g, off, 0, ktiles)
+                store(acc, Cout, zc, m0, n0, cw * 16, 0, M, N, tid, c_aligned)
                 tile += step
+            it = it0
+            while stream and it < it1:     # a name of its own: one array a name keeps it in registers
+                tile, kb, ke = run_of(it, it1, whole, ktiles)
+                tm, tn = cluster_tile(tile, pairs_m, tiles_n)
+                m0, n0 = i32(tm * bm), i32(tn * bn)
+                part = init()
+                g, off = consume(part, ctx, sbase, A, B, z, zb, m0, n0, tid, lane, dims, a_rows, g, off, kb, ke)
+                slot = zc * cuda.gridDim.x + cuda.blockIdx.x
+                if kb > 0:          # not the tile's first k-tiles: a partial sum for the CTA that has them
+                    publish(part, C, slot, tid - 32 * producer_warps, cw, lane)
+                else:
+                    if ke < ktiles:     # the tile's later k-tiles: the next clusters' partial sums
+                        gather(part, C, zc, tid - 32 * producer_warps, cw, lane, it + ke, it + ktiles, tiles, ktiles)
+                    store(part, Cout, zc, m0, n0, cw * 16, 0, M, N, tid, c_aligned)
+                it += ke - kb
         if cluster > 1:             # no CTA leaves while another may still write its stages or barriers
             P.cluster_sync()
 
     gemm_kernel.__name__ = cfg.name
     return gemm_kernel
 
+
+
+def _stream_k(cfg):
+    """stream_k: (stream_part, run_of, publish, gather).
+
+    Of a grid of G clusters and U cluster tiles, the first (U // G - 1) G
+    are computed whole as by any persistent kernel (every G-th by each
+    cluster); the other U % G + G (all U where U < G), K's k-tiles of each one
+    after another, are cut into G runs of equal length, one a cluster (from 1
+    to 2 tiles' worth where U >= G, so no tile has more than two parts). A run's
+    first part ends a tile that an earlier cluster began, or lies inside
+    one; its sums go to the CTA's slot of the workspace (publish). A run's
+    last part begins a tile; its CTA adds the partial sums of the clusters
+    after it that hold the tile's other k-tiles (gather), and stores C. Each
+    CTA publishes before it waits, and waits only on later CTAs, so that the
+    tiles complete even where not every CTA of the grid is resident at once.
+
+    stream_part(tiles, ktiles) -> (whole, it0, it1): the tiles computed
+    whole, the cluster's run [it0, it1) of the streamed k-tiles;
+    run_of(it, it1, whole, ktiles) -> (tile, kb, ke): the part of the run
+    from it, k-tiles kb .. ke - 1 of tile; publish(acc, C, slot, ct, cw,
+    lane): a consumer warp's sums into the slot, then its flag; gather(acc,
+    C, zc, ct, cw, lane, done, tile_end, tiles, ktiles): the later clusters'
+    sums of the tile's run from `done` to `tile_end`, each once its flag is set
+    (the flag set back to 0 for the next launch)."""
+    cluster = cfg.cluster
+    warps = cfg.partial_shape[1] // 32          # consumer warps: a flag each
+    save, add = partials(cfg)
+
+    def split_of(tiles, ktiles):
+        """(the tiles computed whole, k-tiles a run, runs one longer)."""
+        units, groups = tiles // cluster, cuda.gridDim.x // cluster
+        waves, tail = divmod32(units, groups)
+        streamed = tail + groups if tail and waves else tail
+        q, r = divmod32(streamed * ktiles, groups)
+        return (units - streamed) * cluster, q, r
+    split_of = device(split_of)
+    start_of = device(lambda c, q, r: c * q + min(c, r))
+
+    def stream_part(tiles, ktiles):
+        whole, q, r = split_of(tiles, ktiles)
+        c = cuda.blockIdx.x // cluster
+        return whole, start_of(c, q, r), start_of(c + 1, q, r)
+
+    def run_of(it, it1, whole, ktiles):
+        u, kb = divmod32(it, ktiles)
+        return whole + u * cluster + cuda.blockIdx.x % cluster, kb, min(ktiles, kb + it1 - it)
+
+    def publish(acc, C, slot, ct, cw, lane):
+        W, _, flags = C
+        save(acc, W, slot, ct)
+        cuda.threadfence()                  # each lane's sums, then the warp's flag
+        cuda.syncwarp()
+        if lane == 0:
+            cuda.atomic.exch(flags, slot * warps + cw, 1)
+
+    def gather(acc, C, zc, ct, cw, lane, done, tile_end, tiles, ktiles):
+        W, _, flags = C
+        _, q, r = split_of(tiles, ktiles)
+        c = cuda.blockIdx.x // cluster + 1
+        while done < tile_end:
+            end = start_of(c + 1, q, r)
+            if end > done:                  # an empty run (fewer k-tiles than clusters) publishes nothing
+                slot = zc * cuda.gridDim.x + c * cluster + cuda.blockIdx.x % cluster
+                if lane == 0:
+                    while cuda.atomic.cas(flags, slot * warps + cw, 1, 0) != 1:
+                        pass
+                cuda.syncwarp()
+                cuda.threadfence()
+                add(acc, W, slot, ct)
+            done = end
+            c += 1
+    return tuple(map(device, (stream_part, run_of, publish, gather)))

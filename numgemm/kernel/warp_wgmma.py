@@ -108,6 +108,30 @@ def _stores(cfg, scaled, parts):
                       for i in range(len(parts))], env)
 
 
+def partials(cfg):
+    """stream_k: (save, add). save(acc, W, slot, ct) stores consumer thread
+    ct's accumulators in slot `slot` of the workspace W (flat, cfg.partial_shape
+    a slot), 16 bytes at a time, accumulators 4q .. 4q + 3 at word 4 (q *
+    threads + ct); add(acc, W, slot, ct) adds that slot's into them
+    (ptx_asm/partials.ptx). Written out, as the epilogue is: accumulators
+    indexed in a loop would live in local memory."""
+    ptx = P.routines("inline")
+    parts = WGMMA_PARTS[cfg.bn]
+    n_acc, threads = cfg.partial_shape
+    if len(parts) == 1:
+        regs = [f"acc[{e}]" for e in range(n_acc)]
+    else:                       # a pair of arrays, one a part, one after the other in the slot
+        regs = [f"acc[{i}][{e}]" for i, n in enumerate(parts) for e in range(n // 2)]
+    quads = [regs[e:e + 4] for e in range(0, n_acc, 4)]
+    first = ["a = global_addr(W, u64(slot) * u64(n_acc * threads) + u64(4 * ct))"]
+    save = first + [f"st(a + u64({q * threads * 16}), ({', '.join(r)}))" for q, r in enumerate(quads)]
+    add = first + [line for q, r in enumerate(quads) for line in
+                   [f"v = ld(a + u64({q * threads * 16}))", *(f"{x} += v[{k}]" for k, x in enumerate(r))]]
+    env = {"global_addr": P.global_addr, "u64": u64, "n_acc": n_acc, "threads": threads,
+           "st": getattr(ptx, f"st_global_v4_{cfg.acc}"), "ld": getattr(ptx, f"ld_global_cg_v4_{cfg.acc}")}
+    return generated("save", "acc, W, slot, ct", save, dict(env)), generated("add", "acc, W, slot, ct", add, env)
+
+
 #: a_regs: k steps whose A registers are live at once, by bn. A commit group
 #: is that many k steps: the consumer widens a group's A, fences it, issues
 #: its wgmmas and (but for the k-tile's last) waits for them before the next

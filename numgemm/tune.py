@@ -38,7 +38,8 @@ def candidates(precision, cc, shape, sms):
     smaller block tiles (INT4's widening wgmma ones also with A widened by
     the consumers); and each of those split over K where its tiles leave SMs
     idle, by factors that give every block at least two k-tiles (not the
-    widening wgmma ones)."""
+    widening wgmma ones); the persistent TMA ones there also with their
+    k-tiles streamed over every SM (stream_k)."""
     M, N, K = shape
     pool = {}
     for name in registry.choices(precision, cc):
@@ -58,6 +59,8 @@ def candidates(precision, cc, shape, sms):
             if cfg.widens_tile:     # INT4's widening producer has no registers to spare for a split
                 continue
             tiles, ktiles = -(-M // cfg.bm) * -(-N // cfg.bn), -(-cfg.prec.kbytes(K) // cfg.bk_bytes)
+            if cfg.persistent and cfg.copy == "tma" and tiles < 2 * sms:     # every SM on the tiles' k-tiles
+                pool[f"{name}{tag}_sk"] = cfg.replace(stream_k=True)
             for split in SPLITS:
                 if tiles < 2 * sms and tiles * split <= 4 * sms and ktiles >= 2 * split:
                     try:

@@ -10,12 +10,12 @@ H200 = (9, 0)
 @pytest.mark.parametrize("precision", ["fp16", "int8", "int4"])
 @pytest.mark.parametrize("shape", tune.SHAPES)
 def test_candidates_are_bounded_and_valid(precision, shape):
-    """The first round: at most 48 configs, each valid, the registry default
+    """The first round: at most 60 configs, each valid, the registry default
     among them; split-K only where the tiles leave SMs idle, every block with
-    at least two k-tiles; no wgmma tiles derived for M <= 16, nor clusters
+    at least two k-tiles, and stream-K there beside the same kernel unstreamed; no wgmma tiles derived for M <= 16, nor clusters
     of tile rows where M has one."""
     pool = tune.candidates(precision, H200, shape, 132)
-    assert 1 <= len(pool) <= 48
+    assert 1 <= len(pool) <= 60
     M, N, K = shape
     assert registry.default(precision, pool[next(iter(pool))].b_layout, "tuned", H200, M, K) in pool.values()
     for label, cfg in pool.items():
@@ -23,6 +23,8 @@ def test_candidates_are_bounded_and_valid(precision, shape):
         if cfg.split_k > 1:
             assert -(-M // cfg.bm) * -(-N // cfg.bn) < 2 * 132, label
             assert -(-cfg.prec.kbytes(K) // cfg.bk_bytes) >= 2 * cfg.split_k, label
+        if cfg.stream_k:
+            assert -(-M // cfg.bm) * -(-N // cfg.bn) < 2 * 132 and cfg.replace(stream_k=False) in pool.values(), label
     assert all(c.bm == 16 for c in pool.values() if c.bm == 16) and (M <= 64 or all(c.bm > 16 for c in pool.values()))
     derived = [c for label, c in pool.items() if c.op == "wgmma" and label not in registry.REGISTRY["tuned"]]
     assert not (M <= 16 and derived) and not (M <= 128 and any(c.cluster > 1 for c in derived))
@@ -34,6 +36,13 @@ def test_int4_wgmma_gets_smaller_tiles_where_few():
     (never split: the producer would spill)."""
     pool = tune.candidates("int4", H200, (256, 4096, 4096), 132)
     assert any(c.widens_tile and c.bm == 64 for c in pool.values())
+
+
+def test_stream_k_where_tiles_leave_sms_idle():
+    """FP16 at 64 x 4096 x 4096 (64 tiles of 64 x 64): its persistent TMA tilings
+    also streamed over K; at 8192 x 8192 x 8192 (2048 tiles) none."""
+    assert any(c.stream_k and c.bn == 64 for c in tune.candidates("fp16", H200, (64, 4096, 4096), 132).values())
+    assert not any(c.stream_k for c in tune.candidates("fp16", H200, (8192, 8192, 8192), 132).values())
 
 
 def test_neighbours_are_one_field_away():

@@ -30,7 +30,8 @@ gridDim.x-th): the producer fills the ring for the next tile while the
 consumers store this one. Split-K is the skeleton's: grid.z is the batch
 times split_k, and a block sums its run of k-tiles into its workspace slice;
 a run may be empty, and then nothing waits on the ring or releases it, and
-the consumers store zeros.
+the consumers store zeros. With stream_k the tiles past the last whole wave
+are shared out by runs of k-tiles instead (_stream_k), in the same k loop.
 """
 
 from numba import cuda

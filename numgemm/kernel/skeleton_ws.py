@@ -199,7 +199,7 @@ def kernel_function(cfg, warp_rt, copy_rt):
                 store(acc, Cout, zc, m0, n0, cw * 16, 0, M, N, tid, c_aligned)
                 tile += step
             it = it0
-            while stream and it < it1:     # a name of its own: one array a name keeps it in registers
+            while stream and it < it1:         # stream-K: the runs, each a part of a tile
                 tile, kb, ke = run_of(it, it1, whole, ktiles)
                 tm, tn = cluster_tile(tile, pairs_m, tiles_n)
                 m0, n0 = i32(tm * bm), i32(tn * bn)

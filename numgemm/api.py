@@ -351,14 +351,15 @@ def _plan(a, b, shape, preset, out, stream):
     k_rows = B.shape[1] if layout == "kn" else K
     maps = tensormap.device_maps(A, B, cfg) if cfg.copy == "tma" else 0
     work = counts = None
+    sums = np.float32 if cfg.acc == "f32" else np.int32     # a workspace's partial sums
     if cfg.split_k > 1:                 # the kernel stores into slices of a workspace, aligned and packed
-        work = cuda.device_array((batch * cfg.split_k, M, N), np.float32 if cfg.acc == "f32" else np.int32)
+        work = cuda.device_array((batch * cfg.split_k, M, N), sums)
         c_aligned = int(N % 8 == 0)
     if cfg.split_sum == "last":         # zero once; each launch's last blocks set their tile's back to 0
         counts = cuda.to_device(np.zeros(batch * tiles, np.int32))
     if cfg.stream_k:                    # a slot a CTA of every batch; each flag is set back to 0 as it is read
         n_acc, threads = cfg.partial_shape
-        work = cuda.device_array(batch * tiles * n_acc * threads, np.float32 if cfg.acc == "f32" else np.int32)
+        work = cuda.device_array(batch * tiles * n_acc * threads, sums)
         counts = cuda.to_device(np.zeros(batch * tiles * threads // 32, np.int32))
     # in_place: the operands used where they lie and the output the caller's.
     return GemmPlan(cfg, (A, B, C, M, N, k_rows, KB, B.shape[2], c_aligned, maps), (tiles, 1, batch * cfg.split_k),

@@ -521,8 +521,8 @@ class KernelConfig:
         if (self.persistent or self.cluster != 1) and self.op != "wgmma":
             err.append("persistent and cluster apply to the warp-specialised (wgmma) kernels")
         if self.stream_k and (not self.persistent or self.copy != "tma" or self.split_k != 1):
-            err.append("stream_k shares the last tiles' k-tiles among a persistent wgmma grid's CTAs (op=wgmma, persistent, "
-                       "copy=tma, split_k=1)")
+            err.append("stream_k shares the last tiles' k-tiles among a persistent wgmma grid's CTAs "
+                       "(op=wgmma, persistent, copy=tma, split_k=1)")
         if self.copy not in ("cp_async", "tma"):
             err.append("copy must be cp_async or tma")
         elif self.copy == "tma" and (self.evict != "none" or max(self.tma_box_rows) > 256):

@@ -5,6 +5,8 @@ cuBLASLt int8 through torch._int_mm with B column-major (its fast layout),
 and Triton's int8 (numgemm.peers_triton). All are optional; a missing one is
 skipped."""
 
+import functools
+
 import numpy as np
 
 from .operands import sample_expected, values
@@ -18,6 +20,7 @@ def _torch():
     return torch if torch.cuda.is_available() else None
 
 
+@functools.cache
 def _mm_f32_out(torch):
     """Whether torch.mm takes out_dtype (PyTorch 2.9 on): float16 operands,
     float32 C from cuBLAS itself, not C rounded to half and widened."""
@@ -45,61 +48,72 @@ def peer_runs(precision, M, N, K, batch, rng, sets=1):
     sets overflow L2), not from L2. check() compares the last result with
     exact dot products on a sample of entries (numgemm.operands)."""
     torch = _torch()
-    last = {"i": 0}
     if precision == "fp16":
         host = [values(precision, batch, M, N, K, rng) for _ in range(sets)]
         if torch is not None:
-            dev = [(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()) for a, b in host]
+            ops = _Sets(host, [(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()) for a, b in host])
             out = {}
 
             def run(i):
-                last["i"] = i % sets
-                out["c"] = torch.matmul(*dev[last["i"]])
+                out["c"] = torch.matmul(*ops.pick(i))
             peers = [("cublas_fp16 (torch)", run,
-                      lambda: _ok(out["c"].float().cpu().numpy(), *host[last["i"]], precision))]
+                      lambda: _ok(out["c"].float().cpu().numpy(), *ops.last_host, precision))]
             if batch == 1 and _mm_f32_out(torch):
                 def run_f32(i):         # C as numgemm's FP16 kernels store it by default
-                    last["i"] = i % sets
-                    ta, tb = dev[last["i"]]
+                    ta, tb = ops.pick(i)
                     out["c"] = torch.mm(ta[0], tb[0], out_dtype=torch.float32)
                 peers.append(("cublas_fp16 f32 C (torch.mm out_dtype)", run_f32,
-                              lambda: _ok(out["c"].cpu().numpy()[None], *host[last["i"]], precision)))
+                              lambda: _ok(out["c"].cpu().numpy()[None], *ops.last_host, precision)))
             return peers
         cupy = _cupy()
         if cupy is not None:
-            dev = [(cupy.asarray(a), cupy.asarray(b)) for a, b in host]
+            ops = _Sets(host, [(cupy.asarray(a), cupy.asarray(b)) for a, b in host])
             out = {}
 
             def run(i):
-                last["i"] = i % sets
-                out["c"] = cupy.matmul(*dev[last["i"]])
+                out["c"] = cupy.matmul(*ops.pick(i))
             return [("cublas_fp16 (cupy)", run,
-                     lambda: _ok(cupy.asnumpy(out["c"]).astype(np.float32), *host[last["i"]], precision))]
+                     lambda: _ok(cupy.asnumpy(out["c"]).astype(np.float32), *ops.last_host, precision))]
         return []
     if torch is None or M <= 16:
         return []                   # torch._int_mm needs M > 16
     host = [values("int8", 1, M, N, K, rng) for _ in range(sets)]
-    dev = [(torch.from_numpy(a[0]).cuda(), torch.from_numpy(bt[0]).cuda().t()) for a, bt in host]     # B column-major
+    ops = _Sets(host, [(torch.from_numpy(a[0]).cuda(), torch.from_numpy(bt[0]).cuda().t())   # B column-major
+                       for a, bt in host])
     out = {}
 
     def run(i):
-        last["i"] = i % sets
-        ta, tb = dev[last["i"]]
+        ta, tb = ops.pick(i)
         for _ in range(batch):
             out["c"] = torch._int_mm(ta, tb)
-    peers = [("cublaslt_int8 (torch._int_mm)", run,
-              lambda: _ok(out["c"].cpu().numpy()[None], *host[last["i"]], "int8"))]
+    peers = [("cublaslt_int8 (torch._int_mm)", run, lambda: _ok(out["c"].cpu().numpy()[None], *ops.last_host, "int8"))]
     triton = _triton()
     if triton is not None:
         tc = torch.empty((M, N), dtype=torch.int32, device="cuda")
 
         def run_triton(i):
-            last["i"] = i % sets
-            ta, tb = dev[last["i"]]
+            ta, tb = ops.pick(i)
             for _ in range(batch):
                 triton.int8_mm(ta, tb, tc)
-        peers.append((triton.NAME, run_triton, lambda: _ok(tc.cpu().numpy()[None], *host[last["i"]], "int8")))
+        peers.append((triton.NAME, run_triton, lambda: _ok(tc.cpu().numpy()[None], *ops.last_host, "int8")))
     return peers
+
+
+class _Sets:
+    """The operand sets a library's runs rotate over, host and device, and the
+    one the last run read (what check() compares against)."""
+
+    def __init__(self, host, dev):
+        self.host, self.dev, self.last = host, dev, 0
+
+    def pick(self, i):
+        """Set i % sets, on the device, as the run's operands."""
+        self.last = i % len(self.dev)
+        return self.dev[self.last]
+
+    @property
+    def last_host(self):
+        return self.host[self.last]
 
 
 def _triton():

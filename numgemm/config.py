@@ -14,9 +14,9 @@ from .toolchain import parse_target, target_name
 
 SWIZZLE_BYTES = 128         # a swizzled shared row (and a TMA box's row): the 128-byte swizzle's span
 #: op="wgmma": the N of each instruction a k step issues, by the tile's bn (320, the
-#: width of cuBLAS's fp16 tiles on sm_90: m64n256 and m64n64 side by side). 64 and
+#: width of cuBLAS's fp16 tiles on sm_90: m64n256 and m64n64 side by side). 32, 64 and
 #: 320 have routines for f16 with B as K x N only.
-WGMMA_PARTS = {64: (64,), 128: (128,), 256: (256,), 320: (256, 64)}
+WGMMA_PARTS = {32: (32,), 64: (64,), 128: (128,), 256: (256,), 320: (256, 64)}
 #: op="wgmma" by TMA: the most stages its ring of mbarriers may have (cp.async kernels: 5).
 RING_STAGES = 16
 
@@ -320,11 +320,25 @@ class KernelConfig:
     @property
     def pitch_b(self):
         """Row pitch of the B tile: K bytes (nk) or N bytes (kn) per row;
-        swizzled, a K x N tile is boxes side by side, each 128 bytes of N
-        wide (the tile's rows, as TMA copies them: tma_box_rows)."""
+        swizzled, a K x N tile is boxes side by side, each b_swizzle bytes of
+        N wide (the tile's rows, as TMA copies them: tma_box_rows)."""
         if self.swizzle:
-            return SWIZZLE_BYTES
+            return self.b_swizzle
         return self.b_tile_shape[1] + self.smem_pad
+
+    @property
+    def b_swizzle(self):
+        """The swizzle span of B's shared rows, in bytes: 128, or 64 for a wgmma
+        K x N tile 32 f16 columns wide (one box of 64-byte rows in the 64-byte
+        swizzle, which the instruction reads as well)."""
+        if self.op == "wgmma" and self.b_layout == "kn" and 2 * self.rows_b == 64:
+            return 64
+        return SWIZZLE_BYTES
+
+    @property
+    def tma_box_bytes(self):
+        """copy="tma": the bytes of a row of A's box and of each B box."""
+        return SWIZZLE_BYTES, self.b_swizzle
 
     @property
     def tma_box_rows(self):
@@ -612,8 +626,8 @@ class KernelConfig:
             err.append(f"wgmma reads rows of {SWIZZLE_BYTES} bytes of K in the swizzle: bk={self.bk} is "
                        f"{self.shared_view.bk_bytes} bytes in shared memory")
         if not self.shared_view.prec.wgmma or self.bn not in WGMMA_PARTS or \
-                (self.bn in (64, 320) and (self.precision != "fp16" or self.b_layout != "kn")):
-            err.append(f"wgmma: routines for N = 128 and 256 with f16 or s8 operands (and 64 and 320, as "
+                (self.bn in (32, 64, 320) and (self.precision != "fp16" or self.b_layout != "kn")):
+            err.append(f"wgmma: routines for N = 128 and 256 with f16 or s8 operands (and 32, 64 and 320, as "
                        f"256 + 64, with f16 B as K x N), got bn={self.bn}, {self.precision}")
         if self.copy != ("cp_async" if self.widens_tile else "tma") or self.linkage != "inline" \
                 or self.unpack not in ("none", "tile", "tile_scaled"):

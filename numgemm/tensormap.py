@@ -22,7 +22,9 @@ from .config import SWIZZLE_BYTES
 # cuda.h enums
 _UINT8 = 0                  # CU_TENSOR_MAP_DATA_TYPE_UINT8: the kernels see operands as bytes
 _INTERLEAVE_NONE = 0
-_SWIZZLE_128B = 3           # 16-byte chunk c of row r lands at chunk c ^ (r % 8)
+#: CU_TENSOR_MAP_SWIZZLE_*, by the box's row bytes: 16-byte chunk c of row r lands at
+#: chunk c ^ (r % 8) (128B), or c ^ ((r / 2) % 4) (64B)
+_SWIZZLE = {128: 3, 64: 2}
 _L2_PROMOTION_256B = 3      # a miss fetches 256 bytes into L2 (the next k-tile's row too)
 _OOB_ZEROS = 0              # outside the matrix, a box reads zeros
 
@@ -50,9 +52,10 @@ def box_strides(shape, strides):
     return row, strides[0] if batch > 1 else row * rows
 
 
-def encode(x, box_rows):
+def encode(x, box_rows, box_bytes=SWIZZLE_BYTES):
     """The 128-byte tensor map of x, a (batch, rows, bytes) uint8 device view
-    with 16-byte aligned rows, for boxes of box_rows rows x SWIZZLE_BYTES bytes."""
+    with 16-byte aligned rows, for boxes of box_rows rows x box_bytes bytes
+    (128 or 64), swizzled in rows of that span."""
     batch, rows, nbytes = x.shape
     row, plane = box_strides(x.shape, x.strides)
     if row % 16 or plane % 16:
@@ -61,8 +64,8 @@ def encode(x, box_rows):
     err = _encoder()(
         out, _UINT8, 3, ctypes.c_void_p(x.device_ctypes_pointer.value),
         (ctypes.c_uint64 * 3)(nbytes, rows, batch), (ctypes.c_uint64 * 2)(row, plane),
-        (ctypes.c_uint32 * 3)(SWIZZLE_BYTES, box_rows, 1), (ctypes.c_uint32 * 3)(1, 1, 1),
-        _INTERLEAVE_NONE, _SWIZZLE_128B, _L2_PROMOTION_256B, _OOB_ZEROS)
+        (ctypes.c_uint32 * 3)(box_bytes, box_rows, 1), (ctypes.c_uint32 * 3)(1, 1, 1),
+        _INTERLEAVE_NONE, _SWIZZLE[box_bytes], _L2_PROMOTION_256B, _OOB_ZEROS)
     if err:
         raise ValueError(f"cuTensorMapEncodeTiled refused a {batch} x {rows} x {nbytes}-byte operand with "
                          f"strides {row}, {plane} and {box_rows}-row boxes (CUresult {err})")
@@ -72,7 +75,7 @@ def encode(x, box_rows):
 def device_maps(a, b, cfg):
     """The global address of A's tensor map, with B's 128 bytes after it
     (copy="tma"), for cfg's boxes. B is N x K bytes, or K x N: then its map's
-    rows are k and a box is 128 bytes of N.
+    rows are k and a box is 128 (or 64: cfg.b_swizzle) bytes of N.
 
     The maps live in a ring of slots on each device, one allocation: a new
     operand pair takes the next slot (two encodings and a 256-byte copy),
@@ -81,13 +84,14 @@ def device_maps(a, b, cfg):
     kernels on blocking streams; a kernel still queued on a non-blocking
     stream behind that many others would read the new maps."""
     device = cuda.get_current_device().id
-    key = (device, cfg.tma_box_rows) + tuple((x.device_ctypes_pointer.value, x.shape, x.strides) for x in (a, b))
+    key = (device, cfg.tma_box_rows, cfg.tma_box_bytes) + tuple((x.device_ctypes_pointer.value, x.shape, x.strides) for x in (a, b))
     ring = _RINGS.get(device)
     if ring is None:
         ring = _RINGS[device] = _Ring(cuda.device_array(_SLOTS * 32, np.uint64), [None] * _SLOTS, {}, 0)
     slot = ring.slot_of.get(key)
     if slot is None:
-        maps = np.concatenate([encode(x, rows) for x, rows in zip((a, b), cfg.tma_box_rows)])
+        maps = np.concatenate([encode(x, rows, nbytes) for x, rows, nbytes in
+                               zip((a, b), cfg.tma_box_rows, cfg.tma_box_bytes)])
         slot, ring.next = ring.next, (ring.next + 1) % _SLOTS
         ring.slot_of.pop(ring.owner[slot], None)
         ring.maps[slot * 32:(slot + 1) * 32].copy_to_device(maps)

@@ -240,7 +240,10 @@ def test_tma_operands_of_every_shape(name, rng):
                                          ("fp16_wgmma", dict(bm=64, warps_m=4, bn=64, stages=12, cluster=1)),
                                          ("fp16_wgmma", dict(bm=64, warps_m=4, bn=64, stages=12, multicast="a")),
                                          ("int8_wgmma", dict(bm=64, warps_m=4, bn=128, multicast="a",
-                                                             persistent=False))])
+                                                             persistent=False)),
+                                         ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=32, stages=16)),
+                                         ("fp16_wgmma", dict(bm=64, warps_m=4, bn=32, stages=8, persistent=False)),
+                                         ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=32, stages=8, split_k=2))])
 def test_wgmma_clusters_and_persistent_tiles(name, fields, rng):
     """A cluster pairs tile rows (an odd count leaves a CTA past M, which must
     still share its part of B and store nothing; multicast="a": tile columns,
@@ -360,6 +363,17 @@ def test_cluster_shares_a_along_n():
         cfg.replace(cluster=1)
 
 
+def test_wgmma_32_columns_in_the_64_byte_swizzle():
+    """A K x N B tile 32 columns wide is one TMA box of 64-byte rows in the
+    64-byte swizzle, which m64n32k16 reads through a descriptor of that
+    swizzle: 16 accumulators a thread, no local memory, no calls."""
+    cfg = registry.get("fp16_wgmma_cl1").replace(bm=64, warps_m=4, bn=32, stages=16)
+    assert cfg.b_swizzle == 64 and cfg.tma_box_bytes == (128, 64) and cfg.tile_bytes_b == 64 * 64
+    assert cfg.replace(bn=64, stages=8).b_swizzle == cfg.replace(b_layout="nk", bn=128, stages=4).b_swizzle == 128
+    b = build_config(cfg, "sm_90")
+    assert b.count("HGMMA.64x32x16.F32") >= cfg.ksteps and b.local_bytes == 0 and b.calls == 0
+
+
 def test_wgmma_ring_deeper_than_cp_async_allows():
     """TMA's ring counts its stages with mbarriers, not cp.async.wait_group:
     a 64 x 64 FP16 tile in 14 stages builds, without local memory; a cp.async
@@ -372,7 +386,8 @@ def test_wgmma_ring_deeper_than_cp_async_allows():
 
 
 @pytest.mark.parametrize("name,fields", [("int8_wgmma", dict(bn=320)), ("fp16_wgmma", dict(bn=320, b_layout="nk")),
-                                         ("fp16_wgmma", dict(bn=192)), ("int8_wgmma", dict(bm=64, warps_m=4, bn=64))])
+                                         ("fp16_wgmma", dict(bn=192)), ("int8_wgmma", dict(bm=64, warps_m=4, bn=64)),
+                                         ("fp16_wgmma", dict(bm=64, warps_m=4, bn=32, b_layout="nk"))])
 def test_wgmma_tile_widths_without_routines_are_refused(name, fields):
     with pytest.raises(ValueError, match="bn="):
         registry.get(name).replace(**fields)
@@ -528,6 +543,7 @@ def test_split_k_sums_every_k_tile(name, split, rng):
 @pytest.mark.parametrize("name,fields", [("fp16_ptx_mma", {}), ("fp16_ptx_mma_m16", {}), ("fp16_ptx_tma", {}),
                                          ("fp16_ptx_mma", dict(split_k=3)), ("fp16_wgmma", {}),
                                          ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=64, stages=12)),
+                                         ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=32, stages=12)),
                                          ("fp16_wgmma", dict(bn=320))])
 def test_half_c_is_the_f32_sums_rounded(name, fields, rng):
     """out="f16": C is the kernel's f32 sums rounded to half (to nearest even,

@@ -2,8 +2,9 @@
 copy each operand's whole k-tile; the warps wait on the stage's mbarrier.
 
 A's k-tile is one box of bm rows of 128 bytes of K; B's is one box (N x K)
-or boxes side by side, each 128 bytes of N wide (K x N). The TMA unit lands
-them in the 128-byte swizzle, zero-fills what lies outside the matrix, and
+or boxes side by side, each 128 bytes of N wide (K x N; one of 64 bytes for
+a wgmma tile 32 columns wide). The TMA unit lands them in the swizzle of
+their rows' span, zero-fills what lies outside the matrix, and
 counts their bytes on the stage's mbarrier (arrive.expect_tx), so there is
 no per-thread copy arithmetic and no bounds check in the k loop. A warp
 waits for k-tile kt on the parity of its use of the stage (kt / stages).
@@ -100,8 +101,9 @@ def routine(cfg):
     ptx = P.routines(cfg.linkage)
     stage_bytes, tile_a = cfg.stage_bytes, cfg.tile_bytes_a
     rg = ring(cfg)
-    b_boxes = cfg.b_tile_shape[1] // SWIZZLE_BYTES
-    b_box_bytes = cfg.b_tile_shape[0] * SWIZZLE_BYTES
+    b_span = cfg.b_swizzle                  # a B box's row bytes
+    b_boxes = cfg.b_tile_shape[1] // b_span
+    b_box_bytes = cfg.b_tile_shape[0] * b_span
     bkb, kn, b_esize, bk_units = cfg.bk_bytes, cfg.b_layout == "kn", 2, cfg.bk // cfg.prec.k_per_unit
     producer = cfg.producer_threads > 0
     cl = cfg.cluster
@@ -152,17 +154,17 @@ def routine(cfg):
             if cl == 1 or share_a:      # all of B
                 for box in range(b_boxes):
                     ptx.tma_load_3d(bx.dst + u32(tile_a + box * b_box_bytes), bx.tmaps + u64(128),
-                                    (bx.b0 + i32(box * SWIZZLE_BYTES), bx.b1, bx.zb), bx.bar)
+                                    (bx.b0 + i32(box * b_span), bx.b1, bx.zb), bx.bar)
             elif kn and b_boxes % cl:   # boxes that do not divide: every cl-th from the CTA's rank
                 for box in range(b_boxes):
                     if u32(box % cl) == bx.rank:
                         ptx.tma_load_3d_multicast(bx.dst + u32(tile_a + box * b_box_bytes), bx.tmaps + u64(128),
-                                                  (bx.b0 + i32(box * SWIZZLE_BYTES), bx.b1, bx.zb), bx.bar, mask)
+                                                  (bx.b0 + i32(box * b_span), bx.b1, bx.zb), bx.bar, mask)
             elif kn:                    # this CTA's boxes of B's columns, to every CTA
                 for i in range(share_boxes):
                     box = bx.rank * u32(share_boxes) + u32(i)
                     ptx.tma_load_3d_multicast(bx.dst + u32(tile_a) + box * u32(b_box_bytes), bx.tmaps + u64(128),
-                                              (bx.b0 + i32(box * SWIZZLE_BYTES), bx.b1, bx.zb), bx.bar, mask)
+                                              (bx.b0 + i32(box * b_span), bx.b1, bx.zb), bx.bar, mask)
             else:                       # this CTA's rows of B, to every CTA
                 part = bx.rank * u32(share_rows)
                 ptx.tma_load_3d_multicast(bx.dst + u32(tile_a) + part * u32(SWIZZLE_BYTES), bx.tmaps + u64(128),

@@ -1,14 +1,14 @@
 """The wgmma warp routine (sm_90a; ptx_asm/wgmma.ptx, through numgemm.primitives).
 
 A consumer warpgroup computes 64 rows x bn of the block tile with
-wgmma.mma_async m64n256 (or m64n128, or for FP16 m64n64; bn = 320 issues
-m64n256 and m64n64 side by side), its bn / 2 accumulators a thread in
-registers. Its A
+wgmma.mma_async m64n256 (or m64n128, or for FP16 m64n64 and m64n32; bn =
+320 issues m64n256 and m64n64 side by side), its bn / 2 accumulators a
+thread in registers. Its A
 rows and all of B are read from the stage's 128-byte swizzled tiles, as TMA
 landed them, through matrix descriptors: A and an N x K B are K-major (a k
 step moves the descriptor along the row), a K x N B (fp16) is N-major (the
 instruction transposes it; boxes of 64 columns lie a box apart, a k step is
-16 rows down). A k-tile's wgmmas form one commit group, fenced before.
+16 rows down; a tile 32 columns wide is one box in the 64-byte swizzle). A k-tile's wgmmas form one commit group, fenced before.
 With a_regs (INT4) A comes from registers instead: each thread reads its s4
 with ldmatrix and widens it to s8 itself, then fences and issues the wgmmas
 (_a_from_registers).
@@ -47,9 +47,10 @@ def routine(cfg):
     # A descriptor's step for one k step, in its 16-byte units: along the 128-byte
     # row (K-major), or 16 rows of k units down a K x N box (N-major).
     a_step = ksb >> 4
-    b_step = (cfg.mma_k // cfg.prec.k_per_unit * SWIZZLE_BYTES >> 4) if kn else a_step
-    b_lbo = cfg.b_tile_shape[0] * SWIZZLE_BYTES if kn else 16      # K x N: box to box along N
-    desc = ptx.wgmma_desc_sw128
+    span = cfg.b_swizzle                # B's rows: 128 bytes, or 64 (a K x N tile of 32 columns)
+    b_step = (cfg.mma_k // cfg.prec.k_per_unit * span >> 4) if kn else a_step
+    b_lbo = cfg.b_tile_shape[0] * span if kn else 16      # K x N: box to box along N
+    desc, b_desc = ptx.wgmma_desc_sw128, getattr(ptx, f"wgmma_desc_sw{span}")
     # The k-tile's wgmmas, written out: the accumulators go in as one tuple and
     # come back as one, so that between fence and commit nothing else defines them.
     acc_tuple = "(" + ", ".join(f"acc[{e}]" for e in range(n_acc)) + ")"
@@ -57,7 +58,7 @@ def routine(cfg):
         lines = _a_from_registers(cfg.ksteps, b_step, acc_tuple, A_GROUP[cfg.bn])
         lines += [f"acc[{e}] = d[{e}]" for e in range(n_acc)]
     elif len(parts) == 1:
-        lines = ["fence()", "da = desc(a_tile, u32(16), u32(sbo))", "db = desc(b_tile, u32(b_lbo), u32(sbo))",
+        lines = ["fence()", "da = desc(a_tile, u32(16), u32(sbo))", "db = b_desc(b_tile, u32(b_lbo), u32(b_sbo))",
                  f"d = {acc_tuple}"]
         lines += [f"d = mma0(d, da + u64({kk * a_step}), db + u64({kk * b_step}), u32(1))"
                   for kk in range(cfg.ksteps)]
@@ -67,7 +68,7 @@ def routine(cfg):
         # part, so that each part's epilogue is the mma one on an array of its
         # own; a part's B is the boxes of 64 columns from its first (lbo apart).
         firsts = [sum(parts[:i]) for i in range(len(parts))]       # each part's first column
-        lines = ["fence()", "da = desc(a_tile, u32(16), u32(sbo))", "db = desc(b_tile, u32(b_lbo), u32(sbo))"]
+        lines = ["fence()", "da = desc(a_tile, u32(16), u32(sbo))", "db = b_desc(b_tile, u32(b_lbo), u32(b_sbo))"]
         lines += [f"d{i} = (" + ", ".join(f"acc[{i}][{e}]" for e in range(n // 2)) + ")" for i, n in enumerate(parts)]
         for kk in range(cfg.ksteps):
             lines += [f"d{i} = mma{i}(d{i}, da + u64({kk * a_step}), db + u64({(f // 64 * b_lbo >> 4) + kk * b_step}), "
@@ -75,8 +76,8 @@ def routine(cfg):
         lines += [f"acc[{i}][{e}] = d{i}[{e}]" for i, n in enumerate(parts) for e in range(n // 2)]
     lines.append("commit()")
     compute = generated("compute", "acc, a_tile, b_tile", lines,
-                        {"fence": ptx.wgmma_fence, "commit": ptx.wgmma_commit, "desc": desc, **mmas,
-                         "u32": u32, "u64": u64, "sbo": _SBO, "b_lbo": b_lbo, "cuda": cuda,
+                        {"fence": ptx.wgmma_fence, "commit": ptx.wgmma_commit, "desc": desc, "b_desc": b_desc,
+                         **mmas, "u32": u32, "u64": u64, "sbo": _SBO, "b_sbo": 8 * span, "b_lbo": b_lbo, "cuda": cuda,
                          "ld4": ptx.ldmatrix_x4, "widen": widen, "wait_0": wait_0})
     init = zeroed(n_acc, ACC[cfg.acc]) if len(parts) == 1 else _zeroed_parts(parts, ACC[cfg.acc])
     return WarpRoutine(init, None, None, compute, _stores(cfg, scaled, parts))
@@ -152,7 +153,7 @@ def _a_from_registers(ksteps, b_step, acc_tuple, group):
     fragment (a<kk>: k step kk's), in the order the producer lays B out."""
     lines = ["tid = cuda.threadIdx.x", "lane = tid & 31",
              "row = a_tile + u32((((tid >> 5) & 3) * 16 + (lane & 15)) * 128)",
-             "x, hi = lane & 7, (lane >> 4) * 2", "db = desc(b_tile, u32(b_lbo), u32(sbo))", f"d = {acc_tuple}"]
+             "x, hi = lane & 7, (lane >> 4) * 2", "db = b_desc(b_tile, u32(b_lbo), u32(b_sbo))", f"d = {acc_tuple}"]
     for g0 in range(0, ksteps, group):
         for kk in range(g0, g0 + group):
             if kk % 2 == 0:

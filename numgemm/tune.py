@@ -74,7 +74,7 @@ def _smaller_tiles(cfg):
     """{tag: config}: cfg in smaller block tiles, where valid: mma in 128 x 128
     and 64 x 64 tiles of four warps (FP16's K x N swizzled B: warps 64
     columns wide), small-M tiles 32 columns wide; wgmma with N = 128, in two
-    consumer warpgroups or one, and FP16's 64 x 64, each with as many stages
+    consumer warpgroups or one, and FP16's 64 x 64 and 64 x 32, each with as many stages
     as shared memory holds (INT4's widening ones instead also with A widened
     by the consumers, which in 128-column tiles have the registers for it)."""
     if cfg.op == "wgmma":
@@ -83,7 +83,7 @@ def _smaller_tiles(cfg):
             shapes.update({f"{tag}_rs": dict(change, a_regs=True) for tag, change in list(shapes.items())})
         else:       # TMA's ring as deep as shared memory holds (and FP16's 64 x 64 tiles)
             if cfg.precision == "fp16" and cfg.b_layout == "kn":
-                shapes["_64x64"] = dict(bm=64, warps_m=4, bn=64)
+                shapes.update({f"_64x{bn}": dict(bm=64, warps_m=4, bn=bn) for bn in (64, 32)})
             shapes = {tag: dict(change, stages=_deepest(cfg.replace(**change))) for tag, change in shapes.items()}
     elif cfg.bm == 16:              # small-M: half as wide, the same warps sharing more of K
         shapes = {"_16x32": dict(bn=32, warps_n=max(1, cfg.warps_n // 2), warps_k=cfg.warps_k * 2)}

@@ -84,6 +84,11 @@ class KernelConfig:
     a_regs: bool = False       # op=wgmma, unpack=tile or tile_scaled: A reaches the stage as s4, and each
                                # consumer widens its rows in registers (ldmatrix, then the unpack's
                                # widening) for wgmma with A from registers; the producer widens B only
+    stage_c: bool = False      # op=wgmma: each consumer warp stores C through a shared buffer of its
+                               # own, 128 bytes of a row at a time (written in the fragment's layout, read
+                               # back along rows), 16 bytes a lane and whole 128-byte lines an
+                               # instruction (a block tile inside an aligned C; at the edges, from
+                               # registers as without it)
     min_blocks: int = 1        # launch bounds: blocks per SM the compiler must allow
     copy_parts: int = 1        # a k-tile's global -> shared copies start in this many parts, one
                                # before each of a warp's first copy_parts k steps (as CUTLASS
@@ -399,7 +404,22 @@ class KernelConfig:
         pipeline = self.stages * self.stage_bytes
         if self.op == "wmma":
             return max(pipeline, self.bm * self.c_tile_pitch * 4)
-        return max(pipeline, self.reduce_bytes) + self.tma_bytes
+        return max(pipeline, self.reduce_bytes) + self.c_stage_bytes + self.tma_bytes
+
+    @property
+    def c_stage_pitch(self):
+        """stage_c: the bytes from one row of a warp's C buffer to the next: 128
+        bytes of C (32 columns, 64 of half-float C), padded so that the
+        fragment's eight rows of a store fall in distinct banks (4-byte C: a
+        quad writes 32 bytes a row, half-float C 16)."""
+        return 128 + (16 if self.c_bits else 32)
+
+    @property
+    def c_stage_bytes(self):
+        """stage_c: each consumer warp's 16-row C buffer, after the stages."""
+        if not self.stage_c:
+            return 0
+        return (self.threads - self.producer_threads) // 32 * 16 * self.c_stage_pitch
 
     @property
     def tma_bytes(self):
@@ -425,7 +445,7 @@ class KernelConfig:
         for f in ("warps_k", "a_ldmatrix", "b_ldmatrix", "cache", "evict", "b_layout", "b_global", "acc", "out",
                   "smem_pad", "swizzle", "private_tiles", "raster", "k_stagger", "linkage", "unpack", "min_blocks",
                   "copy_parts", "zfill_src", "interior_loop", "copy", "cluster", "multicast", "persistent",
-                  "stream_k", "reg_buffers", "split_k", "split_sum", "a_regs"):
+                  "stream_k", "reg_buffers", "split_k", "split_sum", "a_regs", "stage_c"):
             value = getattr(self, f)
             if (f == "acc" and value == self.prec.acc) or (f == "reg_buffers" and value == self.auto_reg_buffers) \
                     or (f in ("swizzle", "zfill_src", "interior_loop") and self.copy == "tma"):  # implied, or moot
@@ -598,6 +618,9 @@ class KernelConfig:
             err.append("unpack=tile_scaled is the wgmma producer's widening")
         if self.unpack != "none" and (self.precision != "int4" or self.op not in ("mma", "wgmma")):
             err.append("unpack applies to int4 mma and wgmma kernels")
+        if self.stage_c and (self.op != "wgmma" or self.widens_tile):
+            err.append("stage_c: the epilogue of the TMA wgmma kernels' consumers (op=wgmma, copy=tma; the "
+                       "widening kernels' consumers have no registers to spare for it)")
         if self.a_regs and self.op != "wgmma":
             err.append("a_regs is the INT4 wgmma kernels' (A widened by the consumers, for wgmma from registers)")
         if self.widens_tile and (self.b_layout != "nk" or self.evict != "none"):
@@ -680,6 +703,7 @@ _SHORT = {
     "reg_buffers": lambda v: f"rb{v}",
     "split_k": lambda v: f"split{v}",
     "a_regs": lambda v: "aregs",
+    "stage_c": lambda v: "sc",
     "split_sum": lambda v: f"sum{v}",
 }
 

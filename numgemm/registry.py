@@ -99,9 +99,10 @@ def _families(preset):
         # sm_90a: wgmma, the warpgroup's instruction, in a warp-specialised block: a
         # producer warpgroup has TMA fill 4 stages, two consumer warpgroups of 64 x 256;
         # clusters of two CTAs on neighbouring tile rows share B by TMA multicast, and
-        # one block per SM walks the tiles (persistent). _cl1: each CTA loads all of B.
+        # one block per SM walks the tiles (persistent); each consumer warp stores C through
+        # shared memory in whole lines (stage_c). _cl1: each CTA loads all of B.
         wgmma = dict(op="wgmma", bm=128, bn=256, warps_m=8, warps_n=1, copy="tma", copy_parts=1,
-                     cluster=2, persistent=True)
+                     cluster=2, persistent=True, stage_c=True)
         for prec, base in (("fp16", fp16), ("int8", int8)):
             families[prec][f"{prec}_wgmma"] = base.replace(**wgmma)
             families[prec][f"{prec}_wgmma_cl1"] = base.replace(**wgmma).replace(cluster=1)
@@ -110,8 +111,8 @@ def _families(preset):
         families["fp16"]["fp16_wgmma_c16"] = families["fp16"]["fp16_wgmma"].replace(out="f16")
         # INT4: wgmma has no s4 form; the producer warpgroup loads the s4 tiles (64 bytes a
         # row per k-tile) and widens them into the stages: to 16 x s8 (K <= 131071), or exactly.
-        int4_wgmma = int4.replace(**dict(wgmma, copy="cp_async", cluster=1), bk=128, stages=4, min_blocks=1,
-                                  unpack="tile_scaled", reg_buffers=0)
+        int4_wgmma = int4.replace(**dict(wgmma, copy="cp_async", cluster=1, stage_c=False), bk=128, stages=4,
+                                  min_blocks=1, unpack="tile_scaled", reg_buffers=0)
         families["int4"]["int4_wgmma_unpack_s8"] = int4_wgmma
         families["int4"]["int4_wgmma_unpack_s8_exact"] = int4_wgmma.replace(unpack="tile")
         # A from registers: each consumer widens its own A rows (ldmatrix of the s4 the producer

@@ -37,6 +37,9 @@ def test_sass(preset, name, target):
         assert b.count("WARPGROUP.DEPBAR.LE") >= 1 and b.count("SYNCS.ARRIVE.TRANS64") >= 2
         assert (b.count("UTMALDG.3D.MULTICAST") >= 1) == (cfg.cluster > 1)
         assert b.instructions.count("STG.E.64") == cfg.warp_tile[0] * cfg.warp_tile[1] // (128 if cfg.c_bits else 64)
+        if cfg.stage_c:              # inside C: through the warp's buffer, 16 bytes a lane
+            pieces = cfg.warp_tile[0] * cfg.warp_tile[1] * (2 if cfg.c_bits else 4) // 512
+            assert b.instructions.count("LDS.128") == b.instructions.count("STG.E.128") == pieces
     if cfg.op == "mma":
         if cfg.unpack == "tile":         # global -> registers -> (widened) shared
             assert b.count("LDG.E.128") >= 1 and b.count("STS.128") >= 1 and b.count("LDGSTS") == 0
@@ -51,12 +54,14 @@ def test_sass(preset, name, target):
         stores = b.instructions.count("STG.E" if cfg.acc == "f16" else "STG.E.64")
         assert stores == wm * wn // (128 if cfg.c_bits and cfg.acc == "f32" else 64), f"{cfg.name}: {stores} stores"
     if cfg.c_bits and cfg.acc == "f32":     # each f32 pair rounded to one f16x2 word, passed on in the quad
-        assert b.count("F2FP") == b.count("SHFL.BFLY") == cfg.warp_tile[0] * cfg.warp_tile[1] // 64
+        pairs = cfg.warp_tile[0] * cfg.warp_tile[1] // 64       # (stage_c: rounded on the staged path too)
+        assert b.count("SHFL.BFLY") == pairs and b.count("F2FP") == pairs * (2 if cfg.stage_c else 1)
 
 
 @pytest.mark.parametrize("name,fields,target", [("fp16_ptx_mma", {}, "sm_80"), ("fp16_ptx_mma_m16", {}, "sm_89"),
-                                                ("fp16_wgmma", dict(bn=320), "sm_90"),
-                                                ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=64, stages=13), "sm_90")])
+                                                ("fp16_wgmma", dict(bn=320, stage_c=False), "sm_90"),
+                                                ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=64, stages=13, stage_c=False),
+                                                 "sm_90")])
 def test_half_c_rounds_each_pair_once(name, fields, target):
     """out="f16" on every target: one cvt (F2FP, .F16.F32.PACK_AB from sm_89)
     and one shuffle per f32 pair of a tile inside C, one 8-byte store per two
@@ -236,14 +241,19 @@ def test_tma_operands_of_every_shape(name, rng):
                                          ("fp16_wgmma", dict(bn=128)), ("int8_wgmma", dict(bn=128, cluster=1)),
                                          ("int8_wgmma", dict(bm=64, warps_m=4, bn=128)),
                                          ("fp16_wgmma", dict(bm=64, warps_m=4, bn=128, persistent=False)),
-                                         ("fp16_wgmma", dict(bn=320)), ("fp16_wgmma", dict(bn=320, cluster=1)),
+                                         ("fp16_wgmma", dict(bn=320, stage_c=False)),
+                                         ("fp16_wgmma", dict(bn=320, cluster=1, stage_c=False)),
                                          ("fp16_wgmma", dict(bm=64, warps_m=4, bn=64, stages=12, cluster=1)),
                                          ("fp16_wgmma", dict(bm=64, warps_m=4, bn=64, stages=12, multicast="a")),
                                          ("int8_wgmma", dict(bm=64, warps_m=4, bn=128, multicast="a",
                                                              persistent=False)),
                                          ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=32, stages=16)),
                                          ("fp16_wgmma", dict(bm=64, warps_m=4, bn=32, stages=8, persistent=False)),
-                                         ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=32, stages=8, split_k=2))])
+                                         ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=32, stages=8, split_k=2)),
+                                         ("fp16_wgmma", dict(stage_c=False)), ("int8_wgmma_cl1", dict(stage_c=False)),
+                                         ("fp16_wgmma", dict(bn=320, stages=3)),
+                                         ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=32, stages=16, stage_c=False)),
+                                         ("int8_wgmma", dict(bm=64, warps_m=4, bn=128, split_k=2))])
 def test_wgmma_clusters_and_persistent_tiles(name, fields, rng):
     """A cluster pairs tile rows (an odd count leaves a CTA past M, which must
     still share its part of B and store nothing; multicast="a": tile columns,
@@ -344,7 +354,7 @@ def test_wgmma_320_columns_as_two_instructions(cluster):
     """bn=320: each k step an m64n256 and an m64n64 side by side, their
     accumulators in registers (160 a consumer thread), no calls; a cluster
     pair shares B's five boxes three and two."""
-    cfg = registry.get("fp16_wgmma").replace(bn=320, cluster=cluster)
+    cfg = registry.get("fp16_wgmma").replace(bn=320, cluster=cluster, stage_c=False)
     b = build_config(cfg, "sm_90")
     wide, narrow = b.count("HGMMA.64x256x16.F32"), b.count("HGMMA.64x64x16.F32")
     assert wide >= cfg.ksteps and wide == narrow
@@ -374,11 +384,30 @@ def test_wgmma_32_columns_in_the_64_byte_swizzle():
     assert b.count("HGMMA.64x32x16.F32") >= cfg.ksteps and b.local_bytes == 0 and b.calls == 0
 
 
+@pytest.mark.parametrize("name,fields", [("fp16_wgmma", {}), ("fp16_wgmma_c16", {}), ("int8_wgmma_cl1", {}),
+                                         ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=32, stages=16))])
+def test_staged_c_stores_whole_lines(name, fields):
+    """stage_c: a consumer thread writes each accumulator pair (f16 C: each
+    rounded word) to its warp's buffer once, and reads back and stores 16
+    bytes per 16 of C (a warp's instruction: whole 128-byte rows of the
+    chunk); the pair stores from registers stay for C's edges. No local
+    memory, and the buffers fit beside the ring."""
+    cfg = registry.get(name).replace(stage_c=True, **fields)
+    b = build_config(cfg, "sm_90")
+    wm, wn = cfg.warp_tile
+    per_thread = wm * wn * (2 if cfg.c_bits else 4) // 32 // 16        # 16-byte pieces a lane
+    assert b.instructions.count("STS.64" if not cfg.c_bits else "STS") == wm * wn // 64
+    assert b.instructions.count("LDS.128") == b.instructions.count("STG.E.128") == per_thread
+    assert b.local_bytes == 0 and cfg.c_stage_bytes == cfg.warps_m * 16 * cfg.c_stage_pitch
+    with pytest.raises(ValueError, match="stage_c"):
+        registry.get("int4_wgmma_unpack_s8").replace(stage_c=True)
+
+
 def test_wgmma_ring_deeper_than_cp_async_allows():
     """TMA's ring counts its stages with mbarriers, not cp.async.wait_group:
     a 64 x 64 FP16 tile in 14 stages builds, without local memory; a cp.async
     kernel stays within 5."""
-    cfg = registry.get("fp16_wgmma_cl1").replace(bm=64, warps_m=4, bn=64, stages=14)
+    cfg = registry.get("fp16_wgmma_cl1").replace(bm=64, warps_m=4, bn=64, stages=14, stage_c=False)
     b = build_config(cfg, "sm_90")
     assert b.count("HGMMA.64x64x16.F32") >= cfg.ksteps and b.local_bytes == 0 and b.calls == 0
     with pytest.raises(ValueError, match="stages"):
@@ -475,12 +504,15 @@ def test_stream_k_keeps_the_wgmma_k_loop(name):
     for op in (expected_sass(base, "sm_90")[0], "UTMALDG.3D"):
         assert sk.count(op) == 2 * one.count(op) > 0, op
     assert sk.count("USETMAXREG") == one.count("USETMAXREG") == 2
-    assert sk.count("STG.E.128") == sk.count("LDG.E.128.STRONG.GPU") == base.partial_shape[0] // 4
+    # (stage_c: the epilogues' 16-byte stores too, one for each 16 bytes read back from the warp's buffer)
+    staged = sk.count("LDS.128")
+    assert sk.count("STG.E.128") - staged == sk.count("LDG.E.128.STRONG.GPU") == base.partial_shape[0] // 4
     assert sk.count("ATOM") > 0 == one.count("ATOM")
     # float16 C: one register spilled around the tail's rounding epilogue, outside the k loop
     assert sk.local_bytes <= (8 if base.out else 0) and sk.calls == 0
     cfg = base.replace(stream_k=True)
-    assert cfg.name == base.name + "_sk" and cfg.grid_blocks(512, 512, 132) == 132 // cfg.cluster * cfg.cluster
+    assert "_sk" in cfg.name and cfg.name.replace("_sk", "") == base.name
+    assert cfg.grid_blocks(512, 512, 132) == 132 // cfg.cluster * cfg.cluster
     from numgemm.kernel import argtypes
 
     assert len(argtypes(cfg)[2]) == 3
@@ -497,7 +529,7 @@ def test_stream_k_is_refused_where_it_cannot_share(fields):
 @pytest.mark.gpu
 @pytest.mark.parametrize("name,fields", [("int8_wgmma", {}), ("int8_wgmma_cl1", {}), ("fp16_wgmma", {}),
                                          ("fp16_wgmma_c16", {}), ("int8_wgmma", dict(bm=64, warps_m=4, bn=128)),
-                                         ("fp16_wgmma", dict(bn=320))])
+                                         ("fp16_wgmma", dict(bn=320, stage_c=False)), ("fp16_wgmma", dict(stage_c=False))])
 def test_stream_k_sums_every_k_tile_once(name, fields, rng):
     """stream_k on a GPU of many SMs: tiles fewer than the clusters, with runs
     of one k-tile and empty ones (the first shape, two batches), tiles cut in
@@ -544,7 +576,8 @@ def test_split_k_sums_every_k_tile(name, split, rng):
                                          ("fp16_ptx_mma", dict(split_k=3)), ("fp16_wgmma", {}),
                                          ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=64, stages=12)),
                                          ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=32, stages=12)),
-                                         ("fp16_wgmma", dict(bn=320))])
+                                         ("fp16_wgmma", dict(bn=320, stage_c=False)), ("fp16_wgmma", dict(stage_c=False)),
+                                         ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=32, stages=12, stage_c=False))])
 def test_half_c_is_the_f32_sums_rounded(name, fields, rng):
     """out="f16": C is the kernel's f32 sums rounded to half (to nearest even,
     as NumPy rounds them), entry for entry, in the pair stores and at the

@@ -24,7 +24,7 @@ from numba import cuda
 
 from .. import primitives as P
 from ..config import SWIZZLE_BYTES, WGMMA_PARTS
-from .regs import ACC, device, generated, inlined, u32, u64, zeroed
+from .regs import ACC, device, generated, inlined, sar8, u8, u32, u64, zeroed
 from .seams import WarpRoutine
 from .warp_mma import _store
 
@@ -93,20 +93,69 @@ def _zeroed_parts(parts, dtype):
 
 
 def _stores(cfg, scaled, parts):
-    """The epilogue: the mma one; for instructions side by side, the mma one
-    of each part (its array of accumulators, its columns). Across all 320
-    columns the mma epilogue's loop is more than LLVM unrolls (so is one that
-    starts at an offset into the array), and accumulators indexed in a rolled
-    loop live in local memory."""
+    """The epilogue: the mma one (stage_c: _staged, around it); for
+    instructions side by side, that of each part (its array of accumulators,
+    its columns). Across all 320 columns the mma epilogue's loop is more than
+    LLVM unrolls (so is one that starts at an offset into the array), and
+    accumulators indexed in a rolled loop live in local memory."""
+    def one(c):
+        plain = _store(c, scaled)
+        return _staged(cfg, c.bn, scaled, plain) if cfg.stage_c else plain
     if len(parts) == 1:
-        return _store(cfg, scaled)
+        return one(cfg)
     # A part as a tile of its own: the fields of a config that _store reads.
-    env = {f"s{i}": _store(SimpleNamespace(bm=cfg.bm, bn=n, warp_tile=(16, n), kstep_bytes=cfg.kstep_bytes,
-                                           acc=cfg.acc, c_bits=cfg.c_bits, linkage=cfg.linkage), scaled)
+    env = {f"s{i}": one(SimpleNamespace(bm=cfg.bm, bn=n, warp_tile=(16, n), kstep_bytes=cfg.kstep_bytes,
+                                        acc=cfg.acc, c_bits=cfg.c_bits, linkage=cfg.linkage))
            for i, n in enumerate(parts)}
     return generated("store", "acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned",
                      [f"s{i}(acc[{i}], C, z, m0, n0 + {sum(parts[:i])}, wr0, wc0, M, N, tid, c_aligned)"
                       for i in range(len(parts))], env)
+
+
+def _staged(cfg, n, scaled, plain):
+    """stage_c: store(acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned) of a
+    consumer warp's 16 x n accumulators through its buffer in shared memory
+    (after the stages: cfg.c_stage_bytes), 128 bytes of C a row at a time
+    (32 columns; 64 of half-float C): each lane
+    writes its pairs where the fragment puts them (f16 C: each pair rounded to
+    one word; scaled: shifted back), then reads 16 bytes of a row and stores
+    them, so that an instruction writes whole rows of the chunk. plain, the
+    epilogue from registers, stores the tiles at C's edges or in a C not
+    32-byte aligned. Written out, as the epilogue is."""
+    ptx = P.routines("inline")
+    half, pitch = cfg.c_bits, cfg.c_stage_pitch
+    esize, c_shift = (2, 1) if half else (4, 2)
+    kind = "b32" if half else cfg.acc
+    top = cfg.smem_bytes - cfg.tma_bytes - cfg.c_stage_bytes        # the buffers, from the stages' base
+    x = "sar8" if scaled else ""
+    lines = ["if not (c_aligned != 0 and m0 + bm <= M and n0 + bn <= N):",
+             "    plain(acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned)", "    return",
+             "lane = tid & 31", "g, t = lane >> 2, lane & 3",
+             f"buf = ((shared_addr(cuda.shared.array(0, u8), 0) + u32(1023)) & u32(0xFFFFFC00)) + u32({top}) "
+             f"+ u32(wr0 >> 4) * u32({16 * pitch})",
+             "at = buf + u32(g * pitch + t * 2 * esize)",
+             f"ldc = C.strides[1] >> {c_shift}", "first = z * (C.strides[0] >> c_shift) + n0 + wc0 + (m0 + wr0) * ldc"]
+    width = 128 // esize                            # a chunk's columns
+    for c0 in range(0, n, width):
+        w = min(width, n - c0)
+        for j in range(c0 // 8, (c0 + w) // 8):
+            for h in range(2):
+                e, off = 4 * j + 2 * h, 8 * h * pitch + (8 * j - c0) * esize
+                pair = f"{x}(acc[{e}]), {x}(acc[{e + 1}])"
+                lines.append(f"st_w(at + u32({off}), to_half({pair}))" if half else f"st_p(at + u32({off}), ({pair}))")
+        per_row = w * esize // 16                   # lanes that read one row of the chunk
+        rows = 32 // per_row                        # rows an instruction stores
+        lines += ["cuda.syncwarp()", f"rr, cb = lane // {per_row}, (lane % {per_row}) * 16"]
+        for r0 in range(0, 16, rows):
+            lines += [f"v = ld4(buf + u32(({r0} + rr) * pitch + cb))",
+                      f"st4(global_addr(C, first + ({r0} + rr) * ldc + {c0} + (cb >> c_shift)), v)"]
+        lines.append("cuda.syncwarp()")             # the buffer read before the next chunk overwrites it
+    env = {"plain": plain, "bm": cfg.bm, "bn": n, "pitch": pitch, "esize": esize, "c_shift": c_shift,
+           "shared_addr": P.shared_addr, "global_addr": P.global_addr, "cuda": cuda, "u8": u8, "u32": u32,
+           "sar8": sar8, "to_half": ptx.cvt_f16x2_f32, "st_w": ptx.st_shared_b32,
+           "st_p": getattr(ptx, f"st_shared_v2_{cfg.acc}"), "ld4": getattr(ptx, f"ld_shared_v4_{kind}"),
+           "st4": getattr(ptx, f"st_global_v4_{kind}")}
+    return generated("store", "acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned", lines, env)
 
 
 def partials(cfg):

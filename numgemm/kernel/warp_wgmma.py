@@ -15,7 +15,9 @@ with ldmatrix and widens it to s8 itself, then fences and issues the wgmmas
 
 The accumulator layout is mma.sync's m16n8 C fragment, warp w of the
 warpgroup holding its rows 16w .. 16w + 15: the mma epilogue stores it, as
-it would a 16 x bn warp tile (cfg.warp_tile).
+it would a 16 x bn warp tile (cfg.warp_tile); with stage_c, through the
+warp's buffer in shared memory in whole lines (_staged), the mma epilogue
+keeping C's edges.
 """
 
 from types import SimpleNamespace

@@ -8,9 +8,10 @@ rows and all of B are read from the stage's 128-byte swizzled tiles, as TMA
 landed them, through matrix descriptors: A and an N x K B are K-major (a k
 step moves the descriptor along the row), a K x N B (fp16) is N-major (the
 instruction transposes it; boxes of 64 columns lie a box apart, a k step is
-16 rows down; a tile 32 columns wide is one box in the 64-byte swizzle). A k-tile's wgmmas form one commit group, fenced before.
-With a_regs (INT4) A comes from registers instead: each thread reads its s4
-with ldmatrix and widens it to s8 itself, then fences and issues the wgmmas
+16 rows down; a tile 32 columns wide is one box in the 64-byte swizzle).
+A k-tile's wgmmas form one commit group, fenced before. With a_regs (INT4)
+A comes from registers instead: each thread reads its s4 with ldmatrix and
+widens it to s8 itself, then fences and issues the wgmmas
 (_a_from_registers).
 
 The accumulator layout is mma.sync's m16n8 C fragment, warp w of the
@@ -118,12 +119,13 @@ def _staged(cfg, n, scaled, plain):
     """stage_c: store(acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned) of a
     consumer warp's 16 x n accumulators through its buffer in shared memory
     (after the stages: cfg.c_stage_bytes), 128 bytes of C a row at a time
-    (32 columns; 64 of half-float C): each lane
-    writes its pairs where the fragment puts them (f16 C: each pair rounded to
-    one word; scaled: shifted back), then reads 16 bytes of a row and stores
-    them, so that an instruction writes whole rows of the chunk. plain, the
-    epilogue from registers, stores the tiles at C's edges or in a C not
-    32-byte aligned. Written out, as the epilogue is."""
+    (32 columns; 64 of half-float C): each lane writes its pairs where the
+    fragment puts them (f16 C: each pair rounded to one word; scaled: shifted
+    back), then reads 16 bytes of a row and stores them, so that an
+    instruction writes whole rows of the chunk. plain, the epilogue from
+    registers, stores the tiles at C's edges or in a C not 32-byte aligned.
+    Written out, as the epilogue is. The stages' base is found as
+    copy_tma.ring's place() finds it: dynamic shared memory raised to 1024."""
     ptx = P.routines("inline")
     half, pitch = cfg.c_bits, cfg.c_stage_pitch
     esize, c_shift = (2, 1) if half else (4, 2)

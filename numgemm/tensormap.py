@@ -84,7 +84,8 @@ def device_maps(a, b, cfg):
     kernels on blocking streams; a kernel still queued on a non-blocking
     stream behind that many others would read the new maps."""
     device = cuda.get_current_device().id
-    key = (device, cfg.tma_box_rows, cfg.tma_box_bytes) + tuple((x.device_ctypes_pointer.value, x.shape, x.strides) for x in (a, b))
+    key = (device, cfg.tma_box_rows, cfg.tma_box_bytes) + tuple((x.device_ctypes_pointer.value, x.shape, x.strides)
+                                                                for x in (a, b))
     ring = _RINGS.get(device)
     if ring is None:
         ring = _RINGS[device] = _Ring(cuda.device_array(_SLOTS * 32, np.uint64), [None] * _SLOTS, {}, 0)

@@ -27,7 +27,7 @@ from numba import cuda
 
 from .. import primitives as P
 from ..config import SWIZZLE_BYTES, WGMMA_PARTS
-from .regs import ACC, device, generated, inlined, sar8, u8, u32, u64, zeroed
+from .regs import ACC, device, generated, inlined, u8, u32, u64, zeroed
 from .seams import WarpRoutine
 from .warp_mma import _store
 
@@ -103,7 +103,7 @@ def _stores(cfg, scaled, parts):
     accumulators indexed in a rolled loop live in local memory."""
     def one(c):
         plain = _store(c, scaled)
-        return _staged(cfg, c.bn, scaled, plain) if cfg.stage_c else plain
+        return _staged(cfg, c.bn, plain) if cfg.stage_c else plain
     if len(parts) == 1:
         return one(cfg)
     # A part as a tile of its own: the fields of a config that _store reads.
@@ -115,23 +115,23 @@ def _stores(cfg, scaled, parts):
                       for i in range(len(parts))], env)
 
 
-def _staged(cfg, n, scaled, plain):
+def _staged(cfg, n, plain):
     """stage_c: store(acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned) of a
     consumer warp's 16 x n accumulators through its buffer in shared memory
     (after the stages: cfg.c_stage_bytes), 128 bytes of C a row at a time
     (32 columns; 64 of half-float C): each lane writes its pairs where the
-    fragment puts them (f16 C: each pair rounded to one word; scaled: shifted
-    back), then reads 16 bytes of a row and stores them, so that an
-    instruction writes whole rows of the chunk. plain, the epilogue from
-    registers, stores the tiles at C's edges or in a C not 32-byte aligned.
-    Written out, as the epilogue is. The stages' base is found as
-    copy_tma.ring's place() finds it: dynamic shared memory raised to 1024."""
+    fragment puts them (f16 C: each pair rounded to one word), then reads 16
+    bytes of a row and stores them, so that an instruction writes whole rows
+    of the chunk (never scaled sums: the widening kernels refuse stage_c).
+    plain, the epilogue from registers, stores the tiles at C's edges or in a
+    C not 32-byte aligned. Written out, as the epilogue is. The stages' base
+    is found as copy_tma.ring's place() finds it: dynamic shared memory
+    raised to 1024."""
     ptx = P.routines("inline")
     half, pitch = cfg.c_bits, cfg.c_stage_pitch
     esize, c_shift = (2, 1) if half else (4, 2)
     kind = "b32" if half else cfg.acc
     top = cfg.smem_bytes - cfg.tma_bytes - cfg.c_stage_bytes        # the buffers, from the stages' base
-    x = "sar8" if scaled else ""
     lines = ["if not (c_aligned != 0 and m0 + bm <= M and n0 + bn <= N):",
              "    plain(acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned)", "    return",
              "lane = tid & 31", "g, t = lane >> 2, lane & 3",
@@ -145,7 +145,7 @@ def _staged(cfg, n, scaled, plain):
         for j in range(c0 // 8, (c0 + w) // 8):
             for h in range(2):
                 e, off = 4 * j + 2 * h, 8 * h * pitch + (8 * j - c0) * esize
-                pair = f"{x}(acc[{e}]), {x}(acc[{e + 1}])"
+                pair = f"acc[{e}], acc[{e + 1}]"
                 lines.append(f"st_w(at + u32({off}), to_half({pair}))" if half else f"st_p(at + u32({off}), ({pair}))")
         per_row = w * esize // 16                   # lanes that read one row of the chunk
         rows = 32 // per_row                        # rows an instruction stores
@@ -156,7 +156,7 @@ def _staged(cfg, n, scaled, plain):
         lines.append("cuda.syncwarp()")             # the buffer read before the next chunk overwrites it
     env = {"plain": plain, "bm": cfg.bm, "bn": n, "pitch": pitch, "esize": esize, "c_shift": c_shift,
            "shared_addr": P.shared_addr, "global_addr": P.global_addr, "cuda": cuda, "u8": u8, "u32": u32,
-           "sar8": sar8, "to_half": ptx.cvt_f16x2_f32, "st_w": ptx.st_shared_b32,
+           "to_half": ptx.cvt_f16x2_f32, "st_w": ptx.st_shared_b32,
            "st_p": getattr(ptx, f"st_shared_v2_{cfg.acc}"), "ld4": getattr(ptx, f"ld_shared_v4_{kind}"),
            "st4": getattr(ptx, f"st_global_v4_{kind}")}
     return generated("store", "acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned", lines, env)

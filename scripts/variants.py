@@ -9,18 +9,22 @@ the kernel as registered). Every variant is timed at every size in one
 process (CUDA-event median of 20 launches after warm-up), its inputs
 rotated over as many sets as overflow L2 three times, as bench.py and
 --tune time them, and its output sampled against the exact product; a
-line per (size, variant). With --peers, the libraries of each variant's
+line per (size, variant). The variants are built first, as many at a time
+as the machine has cores (--jobs N to change it). With --peers, the libraries of each variant's
 precision (numgemm.peers: cuBLAS fp16, cuBLASLt and Triton int8, those
 installed) are timed after them at each size, in the same run.
 """
 
 import ast
+import os
 import sys
 from types import SimpleNamespace
 
 import numpy as np
+from numba import cuda
 
 from numgemm import operands, registry
+from numgemm.kernel import prebuild
 from numgemm.measure import operand_sets, timed
 from numgemm.peers import peer_runs
 from numgemm.timing import time_gpu
@@ -38,8 +42,15 @@ def variant(spec):
 def main(argv):
     with_peers = "--peers" in argv
     argv = [a for a in argv if a != "--peers"]
+    jobs = os.cpu_count() or 1
+    if "--jobs" in argv:
+        at = argv.index("--jobs")
+        jobs, argv = int(argv[at + 1]), argv[:at] + argv[at + 2:]
     shapes = [tuple(map(int, x.split("x"))) if "x" in x else (int(x),) * 3 for x in argv[0].split(",")]
     variants = [variant(spec) for spec in argv[1:]]
+    cc = tuple(cuda.get_current_device().compute_capability)
+    needed, hits, built, secs = prebuild([cfg for _, _, cfg in variants], cc, jobs)
+    print(f"{needed} kernels: {hits} from the cache, {built} built in {secs:.0f} s", flush=True)
     rng = np.random.default_rng()
     args = SimpleNamespace(batch=1, repeats=20)
     for M, N, K in shapes:

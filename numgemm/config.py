@@ -14,9 +14,10 @@ from .toolchain import parse_target, target_name
 
 SWIZZLE_BYTES = 128         # a swizzled shared row (and a TMA box's row): the 128-byte swizzle's span
 #: op="wgmma": the N of each instruction a k step issues, by the tile's bn (320, the
-#: width of cuBLAS's fp16 tiles on sm_90: m64n256 and m64n64 side by side). 32, 64 and
-#: 320 have routines for f16 with B as K x N only.
-WGMMA_PARTS = {32: (32,), 64: (64,), 128: (128,), 256: (256,), 320: (256, 64)}
+#: width of cuBLAS's fp16 tiles on sm_90: m64n256 and m64n64 side by side). 32, 64, 192
+#: and 320 have routines for f16 with B as K x N only.
+WGMMA_PARTS = {32: (32,), 64: (64,), 128: (128,), 192: (192,), 256: (256,), 320: (256, 64)}
+_F16_KN_ONLY = (32, 64, 192, 320)
 #: op="wgmma" by TMA: the most stages its ring of mbarriers may have (cp.async kernels: 5).
 RING_STAGES = 16
 
@@ -649,9 +650,9 @@ class KernelConfig:
             err.append(f"wgmma reads rows of {SWIZZLE_BYTES} bytes of K in the swizzle: bk={self.bk} is "
                        f"{self.shared_view.bk_bytes} bytes in shared memory")
         if not self.shared_view.prec.wgmma or self.bn not in WGMMA_PARTS or \
-                (self.bn in (32, 64, 320) and (self.precision != "fp16" or self.b_layout != "kn")):
-            err.append(f"wgmma: routines for N = 128 and 256 with f16 or s8 operands (and 32, 64 and 320, as "
-                       f"256 + 64, with f16 B as K x N), got bn={self.bn}, {self.precision}")
+                (self.bn in _F16_KN_ONLY and (self.precision != "fp16" or self.b_layout != "kn")):
+            err.append(f"wgmma: routines for N = 128 and 256 with f16 or s8 operands (and 32, 64, 192 and 320, "
+                       f"as 256 + 64, with f16 B as K x N), got bn={self.bn}, {self.precision}")
         if self.copy != ("cp_async" if self.widens_tile else "tma") or self.linkage != "inline" \
                 or self.unpack not in ("none", "tile", "tile_scaled"):
             err.append("wgmma: its stages come by TMA (copy=tma), or for INT4 widened by the producer "

@@ -252,6 +252,7 @@ def test_tma_operands_of_every_shape(name, rng):
                                          ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=32, stages=8, split_k=2)),
                                          ("fp16_wgmma", dict(stage_c=False)), ("int8_wgmma_cl1", dict(stage_c=False)),
                                          ("fp16_wgmma", dict(bn=320, stages=3)),
+                                         ("fp16_wgmma", dict(bn=192)), ("fp16_wgmma_cl1", dict(bn=192, stages=5)),
                                          ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=32, stages=16, stage_c=False)),
                                          ("int8_wgmma", dict(bm=64, warps_m=4, bn=128, split_k=2))])
 def test_wgmma_clusters_and_persistent_tiles(name, fields, rng):
@@ -361,6 +362,19 @@ def test_wgmma_320_columns_as_two_instructions(cluster):
     assert b.local_bytes == 0 and b.calls == 0 and b.count("USETMAXREG.TRY_ALLOC") == 1
 
 
+@pytest.mark.parametrize("cluster", [1, 2])
+def test_wgmma_192_columns_in_three_boxes(cluster):
+    """bn=192: one m64n192 a k step over B's three boxes of 64 columns (96
+    accumulators a consumer thread), C staged as for 256; a cluster pair
+    shares the three boxes two and one."""
+    cfg = registry.get("fp16_wgmma").replace(bn=192, cluster=cluster, stages=5)
+    assert cfg.b_swizzle == 128 and cfg.smem_bytes <= 227 * 1024
+    b = build_config(cfg, "sm_90")
+    assert b.count("HGMMA.64x192x16.F32") >= cfg.ksteps and b.count("HGMMA.64x256x16.F32") == 0
+    assert b.local_bytes == 0 and b.calls == 0 and b.count("USETMAXREG.TRY_ALLOC") == 1
+    assert (b.count("UTMALDG.3D.MULTICAST") >= 1) == (cluster == 2)
+
+
 def test_cluster_shares_a_along_n():
     """multicast="a": each CTA of the pair loads half of A's rows (a box of
     bm / 2 rows) and multicasts it, and all of B; the tile columns come in
@@ -385,7 +399,8 @@ def test_wgmma_32_columns_in_the_64_byte_swizzle():
 
 
 @pytest.mark.parametrize("name,fields", [("fp16_wgmma", {}), ("fp16_wgmma_c16", {}), ("int8_wgmma_cl1", {}),
-                                         ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=32, stages=16))])
+                                         ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=32, stages=16)),
+                                         ("fp16_wgmma_c16", dict(bn=192, stages=5))])
 def test_staged_c_stores_whole_lines(name, fields):
     """stage_c: a consumer thread writes each accumulator pair (f16 C: each
     rounded word) to its warp's buffer once, and reads back and stores 16
@@ -415,7 +430,8 @@ def test_wgmma_ring_deeper_than_cp_async_allows():
 
 
 @pytest.mark.parametrize("name,fields", [("int8_wgmma", dict(bn=320)), ("fp16_wgmma", dict(bn=320, b_layout="nk")),
-                                         ("fp16_wgmma", dict(bn=192)), ("int8_wgmma", dict(bm=64, warps_m=4, bn=64)),
+                                         ("int8_wgmma", dict(bn=192)), ("fp16_wgmma", dict(bn=192, b_layout="nk")),
+                                         ("int8_wgmma", dict(bm=64, warps_m=4, bn=64)),
                                          ("fp16_wgmma", dict(bm=64, warps_m=4, bn=32, b_layout="nk"))])
 def test_wgmma_tile_widths_without_routines_are_refused(name, fields):
     with pytest.raises(ValueError, match="bn="):
@@ -577,7 +593,8 @@ def test_split_k_sums_every_k_tile(name, split, rng):
                                          ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=64, stages=12)),
                                          ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=32, stages=12)),
                                          ("fp16_wgmma", dict(bn=320, stage_c=False)), ("fp16_wgmma", dict(stage_c=False)),
-                                         ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=32, stages=12, stage_c=False))])
+                                         ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=32, stages=12, stage_c=False)),
+                                         ("fp16_wgmma", dict(bn=192, stages=5))])
 def test_half_c_is_the_f32_sums_rounded(name, fields, rng):
     """out="f16": C is the kernel's f32 sums rounded to half (to nearest even,
     as NumPy rounds them), entry for entry, in the pair stores and at the

@@ -48,7 +48,7 @@ def test_routines_found():
         "mbarrier_init", "mbarrier_init_fence", "mbarrier_arrive_expect_tx", "mbarrier_wait",
         "tma_load_3d", "tensormap_acquire", "mbarrier_arrive",
         "wgmma_desc_sw128", "wgmma_desc_sw64", "wgmma_fence", "wgmma_commit", "wgmma_wait_0", "wgmma_wait_1",
-        "wgmma_m64n32k16_f32_f16_f16_tb",
+        "wgmma_m64n32k16_f32_f16_f16_tb", "wgmma_m64n192k16_f32_f16_f16_tb",
         "wgmma_m64n256k16_f32_f16_f16", "wgmma_m64n256k16_f32_f16_f16_tb", "wgmma_m64n256k32_s32_s8_s8",
         "setmaxnreg_dec_40", "setmaxnreg_inc_232",
     }

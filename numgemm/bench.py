@@ -8,8 +8,9 @@ the exact reference (an irregular, batched shape, every entry), then timed
 at each size (CUDA events, warm-up, median; inputs rotated when they fit in
 L2), its output sampled against the reference again. A kernel that fails
 shows FAIL and is not timed; one that numgemm will not launch on this GPU
-shows n/a. One table: time, T(FL)OPS, share of this GPU's mma.sync ceiling
-(measured here by a register-only microbenchmark), speedup over the
+shows n/a. One table: time, T(FL)OPS, share of the ceiling of the
+instruction the kernel issues (mma.sync, or wgmma on sm_90; a library's:
+the fastest of them), measured here by a microbenchmark, speedup over the
 same-precision WMMA baseline, over fp16_wmma, and over the library
 peer (cuBLAS fp16, cuBLASLt int8) timed in the same run; the kernel's
 compile time and the host time of one gemm() call.
@@ -246,6 +247,13 @@ def ceiling_for(cfg_or_precision, ceilings):
     return ceilings[prec.ceiling]
 
 
+def fastest_ceiling(precision, ceilings):
+    """A library's ceiling: the fastest of its precision's instructions
+    measured here (mma.sync, or wgmma on sm_90), since it may issue either."""
+    prec = PRECISIONS[precision]
+    return max(ceilings[prec.ceiling], ceilings.get(prec.wgmma, 0.0) if prec.wgmma else 0.0)
+
+
 # --- the run -------------------------------------------------------------------------
 
 def select(args):
@@ -418,7 +426,7 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
             row.ms, row.tops = ms, work / (ms * 1e-3) / 1e12
             _bandwidth(row, ws, args)
             row.sm_mhz, row.power_w = state.get("sm_mhz", math.nan), state.get("power_w", math.nan)
-            row.ceiling_pct = 100 * row.tops / ceiling_for("int8" if precision == "int4" else precision, ceilings)
+            row.ceiling_pct = 100 * row.tops / fastest_ceiling("int8" if precision == "int4" else precision, ceilings)
             times.setdefault(("library", precision, label), ms)     # x library: the vendor's, listed first
         rows.append(row)
     return rows
@@ -497,12 +505,11 @@ def ladder(rows, ceilings):
                 continue
             picked = [("WMMA", fastest["wmma"]), ("mma.sync", fastest["mma"]), ("wgmma", wgmma),
                       ("library", next((r for r in here if r.preset == "library"), None))]
-            wmma, top = picked[0][1], ceiling_for(registry.get(wgmma.kernel), ceilings)
+            wmma = picked[0][1]
             for level, r in picked:
                 if r is not None:
-                    pct = 100 * r.tops / top if level == "library" else r.ceiling_pct
                     body.append([precision, n, level, r.kernel, f"{r.ms:.3f}", f"{r.tops:.1f}",
-                                 "" if math.isnan(pct) else f"{pct:.1f}", f"{wmma.ms / r.ms:.2f}" if wmma else ""])
+                                 "" if math.isnan(r.ceiling_pct) else f"{r.ceiling_pct:.1f}", f"{wmma.ms / r.ms:.2f}" if wmma else ""])
     if not body:
         return ""
     return tabulate(body, headers=["precision", "N", "instruction", "kernel", "time ms", "T(FL)OPS", "% ceil",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from numgemm import bench
+from numgemm import bench, registry
 from tests.conftest import HAVE_GPU
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,6 +79,16 @@ def test_rows_to_distrust_are_flagged():
     assert rows[0].flags == ""
     assert rows[1].flags.startswith("grows faster than work")
     assert rows[2].flags == "above its instruction's ceiling"
+
+
+def test_a_library_is_measured_against_the_fastest_instruction():
+    """cuBLAS on sm_90 issues wgmma: its share is of the wgmma ceiling where
+    one was measured, of mma.sync's where not (and INT4's library is INT8's)."""
+    hopper = {"mma_m16n8k16_f16_f32": 640.0, "wgmma_m64n256k16_f32_f16_f16": 910.0,
+              "mma_m16n8k32_s8_s32": 1290.0, "wgmma_m64n256k32_s32_s8_s8": 1940.0}
+    assert bench.fastest_ceiling("fp16", hopper) == 910.0 and bench.fastest_ceiling("int8", hopper) == 1940.0
+    assert bench.fastest_ceiling("fp16", {"mma_m16n8k16_f16_f32": 240.0}) == 240.0
+    assert bench.ceiling_for(registry.get("fp16_ptx_mma"), hopper) == 640.0
 
 
 def test_header_says_how_the_inputs_are_drawn():

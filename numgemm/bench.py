@@ -506,10 +506,14 @@ def ladder(rows, ceilings):
             picked = [("WMMA", fastest["wmma"]), ("mma.sync", fastest["mma"]), ("wgmma", wgmma),
                       ("library", next((r for r in here if r.preset == "library"), None))]
             wmma = picked[0][1]
+            # A library's share from the run's ceilings, not its row: rows stored
+            # before 2026-12-02 hold it of mma.sync's ceiling.
+            library = fastest_ceiling("int8" if precision == "int4" else precision, ceilings)
             for level, r in picked:
                 if r is not None:
+                    pct = 100 * r.tops / library if level == "library" else r.ceiling_pct
                     body.append([precision, n, level, r.kernel, f"{r.ms:.3f}", f"{r.tops:.1f}",
-                                 "" if math.isnan(r.ceiling_pct) else f"{r.ceiling_pct:.1f}", f"{wmma.ms / r.ms:.2f}" if wmma else ""])
+                                 "" if math.isnan(pct) else f"{pct:.1f}", f"{wmma.ms / r.ms:.2f}" if wmma else ""])
     if not body:
         return ""
     return tabulate(body, headers=["precision", "N", "instruction", "kernel", "time ms", "T(FL)OPS", "% ceil",

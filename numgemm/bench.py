@@ -249,9 +249,10 @@ def ceiling_for(cfg_or_precision, ceilings):
 
 def fastest_ceiling(precision, ceilings):
     """A library's ceiling: the fastest of its precision's instructions
-    measured here (mma.sync, or wgmma on sm_90), since it may issue either."""
-    prec = PRECISIONS[precision]
-    return max(ceilings[prec.ceiling], ceilings.get(prec.wgmma, 0.0) if prec.wgmma else 0.0)
+    measured here (mma.sync, or wgmma on sm_90), since it may issue either;
+    INT4's library is an INT8 GEMM."""
+    prec = PRECISIONS["int8" if precision == "int4" else precision]
+    return max(ceilings[prec.ceiling], ceilings.get(prec.wgmma, 0.0))
 
 
 # --- the run -------------------------------------------------------------------------
@@ -426,7 +427,7 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
             row.ms, row.tops = ms, work / (ms * 1e-3) / 1e12
             _bandwidth(row, ws, args)
             row.sm_mhz, row.power_w = state.get("sm_mhz", math.nan), state.get("power_w", math.nan)
-            row.ceiling_pct = 100 * row.tops / fastest_ceiling("int8" if precision == "int4" else precision, ceilings)
+            row.ceiling_pct = 100 * row.tops / fastest_ceiling(precision, ceilings)
             times.setdefault(("library", precision, label), ms)     # x library: the vendor's, listed first
         rows.append(row)
     return rows
@@ -508,7 +509,7 @@ def ladder(rows, ceilings):
             wmma = picked[0][1]
             # A library's share from the run's ceilings, not its row: rows stored
             # before 2026-12-02 hold it of mma.sync's ceiling.
-            library = fastest_ceiling("int8" if precision == "int4" else precision, ceilings)
+            library = fastest_ceiling(precision, ceilings)
             for level, r in picked:
                 if r is not None:
                     pct = 100 * r.tops / library if level == "library" else r.ceiling_pct

@@ -652,7 +652,7 @@ class KernelConfig:
         if not self.shared_view.prec.wgmma or self.bn not in WGMMA_PARTS or \
                 (self.bn in _F16_KN_ONLY and (self.precision != "fp16" or self.b_layout != "kn")):
             err.append(f"wgmma: routines for N = 128 and 256 with f16 or s8 operands (and 32, 64, 192 and 320, "
-                       f"as 256 + 64, with f16 B as K x N), got bn={self.bn}, {self.precision}")
+                       f"320 as 256 + 64, with f16 B as K x N), got bn={self.bn}, {self.precision}")
         if self.copy != ("cp_async" if self.widens_tile else "tma") or self.linkage != "inline" \
                 or self.unpack not in ("none", "tile", "tile_scaled"):
             err.append("wgmma: its stages come by TMA (copy=tma), or for INT4 widened by the producer "

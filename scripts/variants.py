@@ -10,9 +10,10 @@ process (CUDA-event median of 20 launches after warm-up), its inputs
 rotated over as many sets as overflow L2 three times, as bench.py and
 --tune time them, and its output sampled against the exact product; a
 line per (size, variant). The variants are built first, as many at a time
-as the machine has cores (--jobs N to change it). With --peers, the libraries of each variant's
-precision (numgemm.peers: cuBLAS fp16, cuBLASLt and Triton int8, those
-installed) are timed after them at each size, in the same run.
+as the machine has cores (--jobs N to change it). With --peers, the
+libraries of each variant's precision (numgemm.peers: cuBLAS fp16,
+cuBLASLt and Triton int8, those installed) are timed after them at each
+size, in the same run.
 """
 
 import ast

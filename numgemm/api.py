@@ -347,6 +347,8 @@ def _plan(a, b, shape, preset, out, stream):
                     and all(s % 32 == 0 for s in C.strides[:2]))
     if cfg.c_dtype == np.float16:       # halves stored as the 16-bit patterns the kernels pack
         C = _as_bits(C)
+    if cfg.c_tma and c_aligned:         # the kernel finds C's tensor map where the flag was
+        c_aligned = tensormap.device_map_c(_bytes(C))
     tiles = cfg.grid_blocks(M, N, dev.MULTIPROCESSOR_COUNT)
     k_rows = B.shape[1] if layout == "kn" else K
     maps = tensormap.device_maps(A, B, cfg) if cfg.copy == "tma" else 0

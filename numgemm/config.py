@@ -90,6 +90,9 @@ class KernelConfig:
                                # back along rows), 16 bytes a lane and whole 128-byte lines an
                                # instruction (a block tile inside an aligned C; at the edges, from
                                # registers as without it)
+    c_tma: bool = False        # stage_c: a warp's 16 rows x 128 bytes of C leave its buffer by a TMA store
+                               # (one lane issues it and the warp goes on while it drains; two buffers a
+                               # warp, in the 128-byte swizzle), not by its lanes' 16-byte stores
     min_blocks: int = 1        # launch bounds: blocks per SM the compiler must allow
     copy_parts: int = 1        # a k-tile's global -> shared copies start in this many parts, one
                                # before each of a warp's first copy_parts k steps (as CUTLASS
@@ -413,14 +416,15 @@ class KernelConfig:
         bytes of C (32 columns, 64 of half-float C), padded so that the
         fragment's eight rows of a store fall in distinct banks (4-byte C: a
         quad writes 32 bytes a row, half-float C 16)."""
-        return 128 + (16 if self.c_bits else 32)
+        return 128 if self.c_tma else 128 + (16 if self.c_bits else 32)
 
     @property
     def c_stage_bytes(self):
-        """stage_c: each consumer warp's 16-row C buffer, after the stages."""
+        """stage_c: each consumer warp's 16-row C buffer (c_tma: two, swizzled, no
+        padding), after the stages."""
         if not self.stage_c:
             return 0
-        return (self.threads - self.producer_threads) // 32 * 16 * self.c_stage_pitch
+        return (self.threads - self.producer_threads) // 32 * 16 * self.c_stage_pitch * (2 if self.c_tma else 1)
 
     @property
     def tma_bytes(self):
@@ -446,7 +450,7 @@ class KernelConfig:
         for f in ("warps_k", "a_ldmatrix", "b_ldmatrix", "cache", "evict", "b_layout", "b_global", "acc", "out",
                   "smem_pad", "swizzle", "private_tiles", "raster", "k_stagger", "linkage", "unpack", "min_blocks",
                   "copy_parts", "zfill_src", "interior_loop", "copy", "cluster", "multicast", "persistent",
-                  "stream_k", "reg_buffers", "split_k", "split_sum", "a_regs", "stage_c"):
+                  "stream_k", "reg_buffers", "split_k", "split_sum", "a_regs", "stage_c", "c_tma"):
             value = getattr(self, f)
             if (f == "acc" and value == self.prec.acc) or (f == "reg_buffers" and value == self.auto_reg_buffers) \
                     or (f in ("swizzle", "zfill_src", "interior_loop") and self.copy == "tma"):  # implied, or moot
@@ -622,6 +626,12 @@ class KernelConfig:
         if self.stage_c and (self.op != "wgmma" or self.widens_tile):
             err.append("stage_c: the epilogue of the TMA wgmma kernels' consumers (op=wgmma, copy=tma; the "
                        "widening kernels' consumers have no registers to spare for it)")
+        if self.c_tma and (not self.stage_c or self.split_k > 1 or self.stream_k):
+            err.append("c_tma: stage_c's buffers stored by TMA into C itself (stage_c; no split-K or stream-K, "
+                       "whose partial sums go to a workspace)")
+        elif self.c_tma and self.stages * self.stage_bytes % 1024:
+            err.append(f"c_tma: the swizzled C buffers after {self.stages} stages of {self.stage_bytes} bytes "
+                       "would not start on the swizzle's 1024-byte period")
         if self.a_regs and self.op != "wgmma":
             err.append("a_regs is the INT4 wgmma kernels' (A widened by the consumers, for wgmma from registers)")
         if self.widens_tile and (self.b_layout != "nk" or self.evict != "none"):
@@ -705,6 +715,7 @@ _SHORT = {
     "split_k": lambda v: f"split{v}",
     "a_regs": lambda v: "aregs",
     "stage_c": lambda v: "sc",
+    "c_tma": lambda v: "ctma",
     "split_sum": lambda v: f"sum{v}",
 }
 

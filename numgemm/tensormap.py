@@ -83,19 +83,33 @@ def device_maps(a, b, cfg):
     _SLOTS - 1 other pairs, by a synchronous copy, which waits for the
     kernels on blocking streams; a kernel still queued on a non-blocking
     stream behind that many others would read the new maps."""
+    rows, nbytes = cfg.tma_box_rows, cfg.tma_box_bytes
+    return _slot([(a, rows[0], nbytes[0]), (b, rows[1], nbytes[1])])
+
+
+def device_map_c(c):
+    """The global address of C's tensor map for c_tma's stores: c a (batch,
+    rows, bytes) uint8 view of C, boxes of a warp's 16 rows x 128 bytes in
+    the 128-byte swizzle; a slot of device_maps' ring."""
+    return _slot([(c, 16, SWIZZLE_BYTES)])
+
+
+def _slot(specs):
+    """The address of the ring's slot holding the maps of specs ((x,
+    box_rows, box_bytes) each, at most two), encoding them into the next
+    slot if no slot holds them."""
     device = cuda.get_current_device().id
-    key = (device, cfg.tma_box_rows, cfg.tma_box_bytes) + tuple((x.device_ctypes_pointer.value, x.shape, x.strides)
-                                                                for x in (a, b))
+    key = (device,) + tuple((x.device_ctypes_pointer.value, x.shape, x.strides, rows, nbytes)
+                            for x, rows, nbytes in specs)
     ring = _RINGS.get(device)
     if ring is None:
         ring = _RINGS[device] = _Ring(cuda.device_array(_SLOTS * 32, np.uint64), [None] * _SLOTS, {}, 0)
     slot = ring.slot_of.get(key)
     if slot is None:
-        maps = np.concatenate([encode(x, rows, nbytes) for x, rows, nbytes in
-                               zip((a, b), cfg.tma_box_rows, cfg.tma_box_bytes)])
+        maps = np.concatenate([encode(x, rows, nbytes) for x, rows, nbytes in specs])
         slot, ring.next = ring.next, (ring.next + 1) % _SLOTS
         ring.slot_of.pop(ring.owner[slot], None)
-        ring.maps[slot * 32:(slot + 1) * 32].copy_to_device(maps)
+        ring.maps[slot * 32:slot * 32 + maps.size].copy_to_device(maps)
         ring.owner[slot], ring.slot_of[key] = key, slot
     return ring.maps.device_ctypes_pointer.value + 256 * slot
 

@@ -16,7 +16,12 @@ OFFLINE = [(p, n, t) for p, n in REGISTERED for t in ("sm_89", "sm_90")
 @pytest.mark.parametrize("preset,name,target", OFFLINE)
 def test_sass(preset, name, target):
     cfg = registry.get(name, preset)
-    b = build_config(cfg, target)
+    expected_sass_holds(cfg, build_config(cfg, target), target)
+
+
+def expected_sass_holds(cfg, b, target):
+    """What cfg's SASS b must hold on target: its instruction, no spills or
+    calls but where expected, and each path's copies and stores."""
     opcode, calls_expected = expected_sass(cfg, target)
     assert b.count(opcode) >= 1, f"{cfg.name} on {target}: no {opcode}"
     # Emulated s4 (sm_90) runs ptxas's own routines; the element-wise loaders
@@ -37,9 +42,10 @@ def test_sass(preset, name, target):
         assert b.count("WARPGROUP.DEPBAR.LE") >= 1 and b.count("SYNCS.ARRIVE.TRANS64") >= 2
         assert (b.count("UTMALDG.3D.MULTICAST") >= 1) == (cfg.cluster > 1)
         assert b.instructions.count("STG.E.64") == cfg.warp_tile[0] * cfg.warp_tile[1] // (128 if cfg.c_bits else 64)
-        if cfg.stage_c:              # inside C: through the warp's buffer, 16 bytes a lane
+        if cfg.stage_c:              # inside C: through the warp's buffer, 16 bytes a lane (c_tma: a TMA store a chunk)
             pieces = cfg.warp_tile[0] * cfg.warp_tile[1] * (2 if cfg.c_bits else 4) // 512
-            assert b.instructions.count("LDS.128") == b.instructions.count("STG.E.128") == pieces
+            assert b.instructions.count("LDS.128") == b.instructions.count("STG.E.128") == (0 if cfg.c_tma else pieces)
+            assert b.count("UTMASTG") == (pieces // 4 if cfg.c_tma else 0)     # 2 KB a store
     if cfg.op == "mma":
         if cfg.unpack == "tile":         # global -> registers -> (widened) shared
             assert b.count("LDG.E.128") >= 1 and b.count("STS.128") >= 1 and b.count("LDGSTS") == 0
@@ -251,6 +257,8 @@ def test_tma_operands_of_every_shape(name, rng):
                                          ("fp16_wgmma", dict(bm=64, warps_m=4, bn=32, stages=8, persistent=False)),
                                          ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=32, stages=8, split_k=2)),
                                          ("fp16_wgmma", dict(stage_c=False)), ("int8_wgmma_cl1", dict(stage_c=False)),
+                                         ("fp16_wgmma_c16", dict(c_tma=True)), ("int8_wgmma_cl1", dict(c_tma=True)),
+                                         ("fp16_wgmma", dict(c_tma=True, cluster=1, persistent=False)),
                                          ("fp16_wgmma", dict(bn=320, stages=3)),
                                          ("fp16_wgmma", dict(bn=192)), ("fp16_wgmma_cl1", dict(bn=192, stages=5)),
                                          ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=32, stages=16, stage_c=False)),
@@ -416,6 +424,25 @@ def test_staged_c_stores_whole_lines(name, fields):
     assert b.local_bytes == 0 and cfg.c_stage_bytes == cfg.warps_m * 16 * cfg.c_stage_pitch
     with pytest.raises(ValueError, match="stage_c"):
         registry.get("int4_wgmma_unpack_s8").replace(stage_c=True)
+
+
+@pytest.mark.parametrize("name", ["fp16_wgmma_c16", "fp16_wgmma", "int8_wgmma_cl1"])
+def test_staged_c_leaves_by_tma_store(name):
+    """c_tma: each accumulator pair (f16 C: rounded word) is written once into
+    the warp's swizzled buffers, and each 128-byte chunk of its 16 rows leaves
+    by one TMA store, not through the lanes: no LDS.128, no STG.E.128 but
+    the edges' pairs. Two 2 KB buffers a consumer warp; no local memory.
+    Only stage_c's buffers, and only into C itself."""
+    cfg = registry.get(name).replace(c_tma=True)
+    b = build_config(cfg, "sm_90")
+    expected_sass_holds(cfg, b, "sm_90")
+    wm, wn = cfg.warp_tile
+    assert b.count("UTMASTG") == wm * wn * (2 if cfg.c_bits else 4) // (16 * 128)
+    assert b.instructions.count("STS.64" if not cfg.c_bits else "STS") == wm * wn // 64
+    assert b.local_bytes == 0 and cfg.c_stage_bytes == cfg.warps_m * 4096
+    for bad in (dict(stage_c=False), dict(split_k=2)):
+        with pytest.raises(ValueError, match="c_tma"):
+            cfg.replace(**bad)
 
 
 def test_wgmma_ring_deeper_than_cp_async_allows():

@@ -61,8 +61,9 @@ COPY_ROUTINES = {"cp_async": copy_cp_async.routine, "tma": copy_tma.routine, "wi
 
 def argtypes(cfg):
     """Numba types of the kernel's arguments: A, B as bytes (dp4a: 32-bit
-    words), C, M, N, K, KB, NB, c_aligned, and the global address of A's and
-    B's tensor maps (copy="tma"; else 0); see skeleton.gemm_kernel. With
+    words), C, M, N, K, KB, NB, c_aligned (with c_tma: 0, or the global
+    address of C's tensor map), and the global address of A's and B's tensor
+    maps (copy="tma"; else 0); see skeleton.gemm_kernel. With
     split_sum="last", C is (the workspace, C, a tile's arrival counts); with
     stream_k, (the workspace's slots, C, a flag a slot's consumer warp)."""
     arr = lambda t: types.Array(t, 3, "A")  # noqa: E731 - any strides
@@ -70,7 +71,7 @@ def argtypes(cfg):
     c = arr(OUT["f16" if cfg.c_bits else cfg.acc])
     if cfg.split_sum == "last" or cfg.stream_k:        # stream_k: its slots, one after another
         c = types.Tuple((types.Array(OUT[cfg.acc], 1 if cfg.stream_k else 3, "C"), c, types.Array(i32, 1, "C")))
-    return (arr(ab), arr(ab), c, i32, i32, i32, i32, i32, i32, u64)
+    return (arr(ab), arr(ab), c, i32, i32, i32, i32, i32, u64 if cfg.c_tma else i32, u64)
 
 
 def kernel_function(cfg):

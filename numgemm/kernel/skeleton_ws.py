@@ -69,7 +69,7 @@ def kernel_function(cfg, warp_rt, copy_rt):
     shrink, grow = (nothing, nothing) if widen else (ptx.setmaxnreg_dec_40, ptx.setmaxnreg_inc_232)
     persistent, cluster = cfg.persistent, cfg.cluster
     k_part, split = _k_part(cfg), cfg.split_k
-    a_regs = cfg.a_regs
+    a_regs, c_tma = cfg.a_regs, cfg.c_tma
 
     share_a = cfg.multicast == "a"
     stream = cfg.stream_k
@@ -213,6 +213,8 @@ def kernel_function(cfg, warp_rt, copy_rt):
                         gather(part, C, zc, tid - 32 * producer_warps, cw, lane, it + ke, it + ktiles, tiles, ktiles)
                     store(part, Cout, zc, m0, n0, cw * 16, 0, M, N, tid, c_aligned)
                 it += ke - kb
+            if c_tma and lane == 0:     # C's last TMA stores read this block's buffers until they end
+                ptx.bulk_wait_0()
         if cluster > 1:             # no CTA leaves while another may still write its stages or barriers
             P.cluster_sync()
 

@@ -27,7 +27,7 @@ from numba import cuda
 
 from .. import primitives as P
 from ..config import SWIZZLE_BYTES, WGMMA_PARTS
-from .regs import ACC, device, generated, inlined, u8, u32, u64, zeroed
+from .regs import ACC, device, generated, i32, inlined, u8, u32, u64, zeroed
 from .seams import WarpRoutine
 from .warp_mma import _store
 
@@ -126,7 +126,9 @@ def _staged(cfg, n, plain):
     plain, the epilogue from registers, stores the tiles at C's edges or in a
     C not 32-byte aligned. Written out, as the epilogue is. The stages' base
     is found as copy_tma.ring's place() finds it: dynamic shared memory
-    raised to 1024."""
+    raised to 1024. With c_tma, _tma_stored instead."""
+    if cfg.c_tma:
+        return _tma_stored(cfg, n, plain)
     ptx = P.routines("inline")
     half, pitch = cfg.c_bits, cfg.c_stage_pitch
     esize, c_shift = (2, 1) if half else (4, 2)
@@ -159,6 +161,55 @@ def _staged(cfg, n, plain):
            "to_half": ptx.cvt_f16x2_f32, "st_w": ptx.st_shared_b32,
            "st_p": getattr(ptx, f"st_shared_v2_{cfg.acc}"), "ld4": getattr(ptx, f"ld_shared_v4_{kind}"),
            "st4": getattr(ptx, f"st_global_v4_{kind}")}
+    return generated("store", "acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned", lines, env)
+
+
+def _tma_stored(cfg, n, plain):
+    """stage_c with c_tma: the same store, each 128-byte chunk of the warp's 16
+    rows written into one of its two 2 KB buffers in the 128-byte swizzle
+    (chunk q of row r at q ^ (r % 8): a fragment's eight rows in distinct
+    banks, no padding) and stored by one TMA store that lane 0 issues, C's
+    tensor map at the address c_aligned holds (numgemm.tensormap.device_map_c).
+    The warp goes on while the copy drains: before it writes a buffer again,
+    lane 0 waits until the store before the last one has read its source;
+    before a tile's first chunk, until all of them have (the skeleton waits
+    for the last writes before the block exits)."""
+    ptx = P.routines("inline")
+    half = cfg.c_bits
+    esize = 2 if half else 4
+    width = 128 // esize                            # a chunk's columns
+    top = cfg.smem_bytes - cfg.tma_bytes - cfg.c_stage_bytes
+    lines = ["if not (c_aligned != 0 and m0 + bm <= M and n0 + bn <= N):",
+             "    plain(acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned)", "    return",
+             "lane = tid & 31", "g, t = u32(lane >> 2), u32(lane & 3)",
+             f"buf = ((shared_addr(cuda.shared.array(0, u8), 0) + u32(1023)) & u32(0xFFFFFC00)) + u32({top}) "
+             "+ u32(wr0 >> 4) * u32(4096)",
+             "row = buf + g * u32(128)", "tmap = u64(c_aligned)",
+             f"col, top_row = i32((n0 + wc0) * {esize}), i32(m0 + wr0)",
+             "if lane == 0:", "    wait_read_0()", "cuda.syncwarp()"]
+    for i, c0 in enumerate(range(0, n, width)):
+        half_buf = (i % 2) * 2048
+        if i >= 2:
+            lines += ["if lane == 0:", "    wait_read_1()", "cuda.syncwarp()"]
+        for j in range(c0 // 8, min(c0 + width, n) // 8):
+            for h in range(2):
+                e = 4 * j + 2 * h
+                pair = f"acc[{e}], acc[{e + 1}]"
+                if half:        # columns 8j + 2t, 8j + 2t + 1: word t of chunk j - c0 / 8
+                    at = f"row + u32({half_buf + 1024 * h}) + ((u32({j - c0 // 8}) ^ g) << u32(4)) + (t << u32(2))"
+                    lines.append(f"st_w({at}, to_half({pair}))")
+                else:           # their 8 bytes: half t & 1 of chunk 2 (j - c0 / 8) + t / 2
+                    at = (f"row + u32({half_buf + 1024 * h}) + (((u32({2 * (j - c0 // 8)}) | (t >> u32(1))) ^ g) "
+                          "<< u32(4)) + ((t & u32(1)) << u32(3))")
+                    lines.append(f"st_p({at}, ({pair}))")
+        lines += ["fence_async()", "cuda.syncwarp()", "if lane == 0:",
+                  f"    tma_store(tmap, buf + u32({half_buf}), (col + i32({c0 * esize}), top_row, i32(z)))",
+                  "    commit()"]
+    env = {"plain": plain, "bm": cfg.bm, "bn": n, "shared_addr": P.shared_addr, "cuda": cuda, "u8": u8,
+           "u32": u32, "u64": u64, "i32": i32, "to_half": ptx.cvt_f16x2_f32, "st_w": ptx.st_shared_b32,
+           "st_p": getattr(ptx, f"st_shared_v2_{cfg.acc}"), "fence_async": ptx.fence_proxy_async,
+           "tma_store": ptx.tma_store_3d, "commit": ptx.bulk_commit, "wait_read_0": ptx.bulk_wait_read_0,
+           "wait_read_1": ptx.bulk_wait_read_1}
     return generated("store", "acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned", lines, env)
 
 

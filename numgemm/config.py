@@ -93,6 +93,9 @@ class KernelConfig:
     c_tma: bool = False        # stage_c: a warp's 16 rows x 128 bytes of C leave its buffer by a TMA store
                                # (one lane issues it and the warp goes on while it drains; two buffers a
                                # warp, in the 128-byte swizzle), not by its lanes' 16-byte stores
+    stagger: int = 0           # op=wgmma, two consumer warpgroups: the second starts once the first has issued
+                               # this many k-tiles, and the lag stays: each one's epilogue runs while the
+                               # other's wgmmas have the tensor cores to themselves (0: in step)
     min_blocks: int = 1        # launch bounds: blocks per SM the compiler must allow
     copy_parts: int = 1        # a k-tile's global -> shared copies start in this many parts, one
                                # before each of a warp's first copy_parts k steps (as CUTLASS
@@ -450,7 +453,7 @@ class KernelConfig:
         for f in ("warps_k", "a_ldmatrix", "b_ldmatrix", "cache", "evict", "b_layout", "b_global", "acc", "out",
                   "smem_pad", "swizzle", "private_tiles", "raster", "k_stagger", "linkage", "unpack", "min_blocks",
                   "copy_parts", "zfill_src", "interior_loop", "copy", "cluster", "multicast", "persistent",
-                  "stream_k", "reg_buffers", "split_k", "split_sum", "a_regs", "stage_c", "c_tma"):
+                  "stream_k", "reg_buffers", "split_k", "split_sum", "a_regs", "stage_c", "c_tma", "stagger"):
             value = getattr(self, f)
             if (f == "acc" and value == self.prec.acc) or (f == "reg_buffers" and value == self.auto_reg_buffers) \
                     or (f in ("swizzle", "zfill_src", "interior_loop") and self.copy == "tma"):  # implied, or moot
@@ -632,6 +635,11 @@ class KernelConfig:
         elif self.c_tma and self.stages * self.stage_bytes % 1024:
             err.append(f"c_tma: the swizzled C buffers after {self.stages} stages of {self.stage_bytes} bytes "
                        "would not start on the swizzle's 1024-byte period")
+        if self.stagger and (self.op != "wgmma" or self.warps_m != 8 or self.split_k > 1 or self.stream_k
+                             or not 0 < self.stagger < self.stages):
+            err.append(f"stagger={self.stagger}: a lag of the second consumer warpgroup behind the first (op=wgmma, "
+                       "warps_m=8), of fewer k-tiles than the ring's stages, in tiles computed whole (no split-K "
+                       "or stream-K)")
         if self.a_regs and self.op != "wgmma":
             err.append("a_regs is the INT4 wgmma kernels' (A widened by the consumers, for wgmma from registers)")
         if self.widens_tile and (self.b_layout != "nk" or self.evict != "none"):
@@ -716,6 +724,7 @@ _SHORT = {
     "a_regs": lambda v: "aregs",
     "stage_c": lambda v: "sc",
     "c_tma": lambda v: "ctma",
+    "stagger": lambda v: f"stg{v}",
     "split_sum": lambda v: f"sum{v}",
 }
 

@@ -259,6 +259,8 @@ def test_tma_operands_of_every_shape(name, rng):
                                          ("fp16_wgmma", dict(stage_c=False)), ("int8_wgmma_cl1", dict(stage_c=False)),
                                          ("fp16_wgmma_c16", dict(c_tma=True)), ("int8_wgmma_cl1", dict(c_tma=True)),
                                          ("fp16_wgmma", dict(c_tma=True, cluster=1, persistent=False)),
+                                         ("fp16_wgmma_c16", dict(stagger=2)), ("int8_wgmma_cl1", dict(stagger=3)),
+                                         ("fp16_wgmma", dict(stagger=3, cluster=1, persistent=False)),
                                          ("fp16_wgmma", dict(bn=320, stages=3)),
                                          ("fp16_wgmma", dict(bn=192)), ("fp16_wgmma_cl1", dict(bn=192, stages=5)),
                                          ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=32, stages=16, stage_c=False)),
@@ -272,6 +274,19 @@ def test_wgmma_clusters_and_persistent_tiles(name, fields, rng):
     skip_unless_it_runs_here(cfg)
     for batch, M, N, K in ((1, 300, 520, 200), (2, 1030, 2100, 136), (1, 2200, 2600, 72)):
         check_kernel(cfg, batch, M, N, K, rng, kernel=cfg)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,fields", [("fp16_wgmma_c16", {}), ("fp16_wgmma", dict(cluster=1, persistent=False)),
+                                         ("int8_wgmma_cl1", {})])
+def test_c_by_tma_store(name, fields, rng):
+    """c_tma: C's interior tiles leave through its tensor map, in batches, and
+    into a C whose rows lie inside wider ones, leaving the columns past N
+    poisoned (the map's rows end at N); the edge tiles from registers."""
+    cfg = registry.get(name).replace(c_tma=True, **fields)
+    skip_unless_it_runs_here(cfg)
+    for batch, M, N, K, offset in ((2, 300, 1040, 200, 0), (1, 1030, 2048, 136, 16)):
+        check_kernel(cfg, batch, M, N, K, rng, out_offset=offset, kernel=cfg)
 
 
 @pytest.mark.gpu
@@ -442,6 +457,20 @@ def test_staged_c_leaves_by_tma_store(name):
     assert b.local_bytes == 0 and cfg.c_stage_bytes == cfg.warps_m * 4096
     for bad in (dict(stage_c=False), dict(split_k=2)):
         with pytest.raises(ValueError, match="c_tma"):
+            cfg.replace(**bad)
+
+
+def test_second_warpgroup_staggered():
+    """stagger: the first consumer warpgroup arrives on named barrier 1 once
+    it has issued its first k-tiles; the second syncs on it before its
+    first tile; nothing else changes (no local memory). Only with two
+    consumer warpgroups, and a lag shorter than the ring."""
+    cfg = registry.get("fp16_wgmma_c16").replace(stagger=2)
+    b = build_config(cfg, "sm_90")
+    assert b.sass.count("BAR.ARV 0x1, 0x100") >= 1 and b.sass.count("BAR.SYNC.DEFER_BLOCKING 0x1, 0x100") == 1
+    assert b.local_bytes == 0
+    for bad in (dict(stagger=4), dict(bm=64, warps_m=4, stagger=1), dict(split_k=2)):
+        with pytest.raises(ValueError, match="stagger"):
             cfg.replace(**bad)
 
 

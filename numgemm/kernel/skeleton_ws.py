@@ -69,7 +69,7 @@ def kernel_function(cfg, warp_rt, copy_rt):
     shrink, grow = (nothing, nothing) if widen else (ptx.setmaxnreg_dec_40, ptx.setmaxnreg_inc_232)
     persistent, cluster = cfg.persistent, cfg.cluster
     k_part, split = _k_part(cfg), cfg.split_k
-    a_regs, c_tma = cfg.a_regs, cfg.c_tma
+    a_regs, c_tma, stagger = cfg.a_regs, cfg.c_tma, cfg.stagger
 
     share_a = cfg.multicast == "a"
     stream = cfg.stream_k
@@ -101,15 +101,18 @@ def kernel_function(cfg, warp_rt, copy_rt):
         return g, off
     fill = device(fill)
 
-    def consume(acc, ctx, sbase, A, B, z, zb, m0, n0, tid, lane, dims, a_rows, g, off, kb, ke):
+    def consume(acc, ctx, sbase, A, B, z, zb, m0, n0, tid, lane, dims, a_rows, g, off, kb, ke, go_at):
         """A consumer warp's sums over k-tiles kb .. ke - 1 of the tile at (m0,
         n0) into acc (zeroed), each stage released once the wgmmas after it
-        have been issued; -> (g, off)."""
+        have been issued; having issued k-tile go_at, it lets the second
+        warpgroup start (stagger); -> (g, off)."""
         cs = setup(ctx, sbase, A, B, z, zb, m0, n0, tid, 0, dims)
         last = off
         for kt in range(kb, ke):
             wait(cs, g, off, g + 1)
             compute(acc, sbase + u32(off) + a_rows, sbase + u32(off + tile_a))
+            if kt == go_at:
+                ptx.bar_arrive(u32(1), u32(256))
             if a_regs:      # the wgmmas read A's registers until they end: before the next widening
                 wait_0()
                 if lane == 0:
@@ -191,11 +194,17 @@ def kernel_function(cfg, warp_rt, copy_rt):
             cw = warp - producer_warps                  # the consumer's warp: rows 16 cw .. of the tile
             a_rows = u32((cw >> 2) * rows * pitch_a)    # its warpgroup's 64 rows of A
             Cout = C[1] if stream else C            # stream_k: C is (the workspace, C, its flags)
+            # stagger: the first warpgroup's go after its first k-tiles, the second's wait for it
+            go_at = min(stagger, ktiles) - 1 if stagger and cw < 4 else -1
             while tile < whole:
                 tm, tn = cluster_tile(tile, pairs_m, tiles_n)
                 m0, n0 = i32(tm * bm), i32(tn * bn)
                 acc = init()
-                g, off = consume(acc, ctx, sbase, A, B, z, zb, m0, n0, tid, lane, dims, a_rows, g, off, 0, ktiles)
+                if stagger and cw >= 4 and g == 0:
+                    ptx.bar_sync(u32(1), u32(256))
+                g, off = consume(acc, ctx, sbase, A, B, z, zb, m0, n0, tid, lane, dims, a_rows, g, off, 0, ktiles,
+                                 go_at)
+                go_at = -1
                 store(acc, Cout, zc, m0, n0, cw * 16, 0, M, N, tid, c_aligned)
                 tile += step
             it = it0
@@ -204,7 +213,7 @@ def kernel_function(cfg, warp_rt, copy_rt):
                 tm, tn = cluster_tile(tile, pairs_m, tiles_n)
                 m0, n0 = i32(tm * bm), i32(tn * bn)
                 part = init()
-                g, off = consume(part, ctx, sbase, A, B, z, zb, m0, n0, tid, lane, dims, a_rows, g, off, kb, ke)
+                g, off = consume(part, ctx, sbase, A, B, z, zb, m0, n0, tid, lane, dims, a_rows, g, off, kb, ke, -1)
                 slot = zc * cuda.gridDim.x + cuda.blockIdx.x
                 if kb > 0:          # not the tile's first k-tiles: a partial sum for the CTA that has them
                     publish(part, C, slot, tid - 32 * producer_warps, cw, lane)

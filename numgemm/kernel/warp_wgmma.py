@@ -133,12 +133,8 @@ def _staged(cfg, n, plain):
     half, pitch = cfg.c_bits, cfg.c_stage_pitch
     esize, c_shift = (2, 1) if half else (4, 2)
     kind = "b32" if half else cfg.acc
-    top = cfg.smem_bytes - cfg.tma_bytes - cfg.c_stage_bytes        # the buffers, from the stages' base
-    lines = ["if not (c_aligned != 0 and m0 + bm <= M and n0 + bn <= N):",
-             "    plain(acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned)", "    return",
-             "lane = tid & 31", "g, t = lane >> 2, lane & 3",
-             f"buf = ((shared_addr(cuda.shared.array(0, u8), 0) + u32(1023)) & u32(0xFFFFFC00)) + u32({top}) "
-             f"+ u32(wr0 >> 4) * u32({16 * pitch})",
+    lines = _buffer_head(cfg) + [
+             "g, t = lane >> 2, lane & 3",
              "at = buf + u32(g * pitch + t * 2 * esize)",
              f"ldc = C.strides[1] >> {c_shift}", "first = z * (C.strides[0] >> c_shift) + n0 + wc0 + (m0 + wr0) * ldc"]
     width = 128 // esize                            # a chunk's columns
@@ -164,6 +160,19 @@ def _staged(cfg, n, plain):
     return generated("store", "acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned", lines, env)
 
 
+def _buffer_head(cfg):
+    """The staged stores' first lines: the tiles that are not inside an
+    aligned C go to plain; lane, and buf, the address of this warp's part of
+    the buffers (cfg.c_stage_bytes, after the stages)."""
+    top = cfg.smem_bytes - cfg.tma_bytes - cfg.c_stage_bytes        # the buffers, from the stages' base
+    per_warp = cfg.c_stage_bytes // ((cfg.threads - cfg.producer_threads) // 32)
+    return ["if not (c_aligned != 0 and m0 + bm <= M and n0 + bn <= N):",
+            "    plain(acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned)", "    return",
+            "lane = tid & 31",
+            f"buf = ((shared_addr(cuda.shared.array(0, u8), 0) + u32(1023)) & u32(0xFFFFFC00)) + u32({top}) "
+            f"+ u32(wr0 >> 4) * u32({per_warp})"]
+
+
 def _tma_stored(cfg, n, plain):
     """stage_c with c_tma: the same store, each 128-byte chunk of the warp's 16
     rows written into one of its two 2 KB buffers in the 128-byte swizzle
@@ -175,20 +184,17 @@ def _tma_stored(cfg, n, plain):
     before a tile's first chunk, until all of them have (the skeleton waits
     for the last writes before the block exits)."""
     ptx = P.routines("inline")
-    half = cfg.c_bits
+    half, pitch = cfg.c_bits, cfg.c_stage_pitch     # a row of a chunk: 128 bytes, unpadded
     esize = 2 if half else 4
-    width = 128 // esize                            # a chunk's columns
-    top = cfg.smem_bytes - cfg.tma_bytes - cfg.c_stage_bytes
-    lines = ["if not (c_aligned != 0 and m0 + bm <= M and n0 + bn <= N):",
-             "    plain(acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned)", "    return",
-             "lane = tid & 31", "g, t = u32(lane >> 2), u32(lane & 3)",
-             f"buf = ((shared_addr(cuda.shared.array(0, u8), 0) + u32(1023)) & u32(0xFFFFFC00)) + u32({top}) "
-             "+ u32(wr0 >> 4) * u32(4096)",
-             "row = buf + g * u32(128)", "tmap = u64(c_aligned)",
+    width = pitch // esize                          # a chunk's columns
+    chunk = 16 * pitch                              # one of the warp's two buffers
+    lines = _buffer_head(cfg) + [
+             "g, t = u32(lane >> 2), u32(lane & 3)",
+             f"row = buf + g * u32({pitch})", "tmap = u64(c_aligned)",
              f"col, top_row = i32((n0 + wc0) * {esize}), i32(m0 + wr0)",
              "if lane == 0:", "    wait_read_0()", "cuda.syncwarp()"]
     for i, c0 in enumerate(range(0, n, width)):
-        half_buf = (i % 2) * 2048
+        half_buf = (i % 2) * chunk
         if i >= 2:
             lines += ["if lane == 0:", "    wait_read_1()", "cuda.syncwarp()"]
         for j in range(c0 // 8, min(c0 + width, n) // 8):
@@ -196,10 +202,10 @@ def _tma_stored(cfg, n, plain):
                 e = 4 * j + 2 * h
                 pair = f"acc[{e}], acc[{e + 1}]"
                 if half:        # columns 8j + 2t, 8j + 2t + 1: word t of chunk j - c0 / 8
-                    at = f"row + u32({half_buf + 1024 * h}) + ((u32({j - c0 // 8}) ^ g) << u32(4)) + (t << u32(2))"
+                    at = f"row + u32({half_buf + 8 * pitch * h}) + ((u32({j - c0 // 8}) ^ g) << u32(4)) + (t << u32(2))"
                     lines.append(f"st_w({at}, to_half({pair}))")
                 else:           # their 8 bytes: half t & 1 of chunk 2 (j - c0 / 8) + t / 2
-                    at = (f"row + u32({half_buf + 1024 * h}) + (((u32({2 * (j - c0 // 8)}) | (t >> u32(1))) ^ g) "
+                    at = (f"row + u32({half_buf + 8 * pitch * h}) + (((u32({2 * (j - c0 // 8)}) | (t >> u32(1))) ^ g) "
                           "<< u32(4)) + ((t & u32(1)) << u32(3))")
                     lines.append(f"st_p({at}, ({pair}))")
         lines += ["fence_async()", "cuda.syncwarp()", "if lane == 0:",

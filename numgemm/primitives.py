@@ -29,8 +29,9 @@ Two address helpers, ``shared_addr`` and ``global_addr``, give the operands
 that ldmatrix and cp.async take.
 """
 
+import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType
 
 from llvmlite import ir
@@ -282,6 +283,21 @@ def _namespace(name, doc, **attrs):
 
 _namespaces = {}
 globals().update({k: v for k, v in vars(routines("inline")).items() if not k.startswith("__")})
+
+
+@functools.cache
+def setmaxnreg(direction, count):
+    """setmaxnreg.<direction>.sync.aligned.u32 count, inline: the routine
+    setmaxnreg_dec_40 or setmaxnreg_inc_232 of ptx_asm/wgmma.ptx with count
+    in its place (the instruction takes the count as an immediate). count: a
+    multiple of 8 in 24 .. 256, at most the launch bound's registers for
+    "dec" and at least them for "inc" (ptxas refuses the others)."""
+    if direction not in ("dec", "inc") or count % 8 or not 24 <= count <= 256:
+        raise ValueError(f"setmaxnreg: direction 'dec' or 'inc' and a count in 24..256, a multiple of 8; "
+                         f"got {direction!r}, {count!r}")
+    base = ROUTINES["setmaxnreg_dec_40" if direction == "dec" else "setmaxnreg_inc_232"]
+    body = re.sub(r"\d+;$", f"{count};", base.body.rstrip("\n")) + "\n"
+    return _inline(replace(base, name=f"setmaxnreg_{direction}_{count}", body=body))
 
 
 # --- addresses ---------------------------------------------------------------

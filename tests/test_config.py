@@ -157,6 +157,39 @@ def test_a_from_registers_is_the_int4_wgmma_consumers():
         registry.get("int8_wgmma").replace(a_regs=True)
 
 
+def test_register_split_fills_the_launch_bounds_pool():
+    """register_split: what setmaxnreg moves from the producer to the
+    consumers fits the registers the launch bound gives the block, the
+    producer keeps its register sets of s4 (and never more than it had), and
+    only the wgmma kernels have one."""
+    from numgemm import registry
+
+    assert registry.get("int8_wgmma").register_split == (40, 232)
+    assert registry.get("int8_ptx_mma_k32").register_split is None
+    for cfg in (registry.get("int4_wgmma_unpack_s8"), registry.get("int4_wgmma_unpack_s8_pw"),
+                registry.get("int4_wgmma_unpack_s8_rs"), registry.get("int8_wgmma")):
+        producer, consumer = cfg.register_split
+        entry = 65536 // cfg.threads // 8 * 8
+        assert producer % 8 == 0 == consumer % 8 and producer < entry <= consumer <= 248
+        assert producer * cfg.producer_threads + consumer * (cfg.threads - cfg.producer_threads) <= entry * cfg.threads
+    wide = registry.get("int4_wgmma_unpack_s8")
+    assert wide.register_split == (128, 184)            # two sets of 48 registers a thread, 32 beside
+    assert wide.replace(load_sets=1).register_split == (80, 208)
+    assert wide.replace(load_sets=3).register_split is None     # 176 > 168: nothing to move
+
+
+def test_load_sets_are_the_widening_producers():
+    from numgemm import registry
+
+    wide = registry.get("int4_wgmma_unpack_s8")
+    assert wide.replace(load_sets=1).name.endswith("_ls1") and wide.name == wide.replace(load_sets=2).name
+    assert wide.replace(load_sets=3).shared_view.load_sets == 2
+    with pytest.raises(ValueError, match="load_sets must be 1..4, got 5"):
+        wide.replace(load_sets=5)
+    with pytest.raises(ValueError, match="load_sets: the register sets of a widening wgmma producer"):
+        registry.get("int8_wgmma").replace(load_sets=3)
+
+
 def test_tma_swizzles_instead_of_padding():
     """copy="tma": 128-byte rows with no padding, room to align the stages to
     the swizzle's 1024 bytes and an mbarrier per stage; sm_90 only."""

@@ -243,6 +243,8 @@ def test_tma_operands_of_every_shape(name, rng):
                                          ("int8_wgmma", dict(cluster=2, persistent=True)),
                                          ("int4_wgmma_unpack_s8", dict(persistent=False)),
                                          ("int4_wgmma_unpack_s8_exact", {}),
+                                         ("int4_wgmma_unpack_s8", dict(a_regs=True)),
+                                         ("int4_wgmma_unpack_s8_rs", dict(persistent=False)),
                                          ("fp16_wgmma", dict(b_layout="nk", cluster=2, persistent=True)),
                                          ("fp16_wgmma", dict(bn=128)), ("int8_wgmma", dict(bn=128, cluster=1)),
                                          ("int8_wgmma", dict(bm=64, warps_m=4, bn=128)),
@@ -504,9 +506,26 @@ def test_a_from_registers_feeds_wgmma_registers():
         b = build_config(cfg, "sm_90")
         gmma = [i for i in b.sass.splitlines() if "IGMMA" in i]
         assert gmma and all(re.search(r"IGMMA\.\S+ R\d+, R\d+, gdesc", i) for i in gmma), gmma[:2]
-        assert b.count("LDSM") >= 1 and b.calls == 0
-        groups = 4 // warp_wgmma.A_GROUP[cfg.bn]
+        assert b.count("LDSM") >= 1 and b.calls == 0 and b.local_bytes == 0
+        groups = cfg.ksteps // warp_wgmma.A_GROUP
         assert b.count("WARPGROUP.ARRIVE") == groups * (b.count(expected_sass(cfg, "sm_90")[0]) // 4)
+        # the registers that let them fit: the producer gives them up, the consumers take them
+        producer, consumer = cfg.register_split
+        assert f"USETMAXREG.DEALLOC.CTAPOOL {producer:#x}" in b.sass
+        assert re.search(rf"USETMAXREG\.TRY_ALLOC\.CTAPOOL \S+, {consumer:#x}", b.sass)
+
+
+def test_load_sets_are_the_producers_loads_in_flight():
+    """load_sets: the widening producer's k loop holds that many register sets
+    of a k-tile's loads, each filled once an iteration (an iteration of
+    load_sets k-tiles, written out), in the registers register_split leaves it."""
+    base = registry.get("int4_wgmma_unpack_s8")
+    loads = {}
+    for sets in (1, 2):
+        b = build_config(base.replace(load_sets=sets), "sm_90")
+        assert b.local_bytes == 0 and b.count("IGMMA") > 0
+        loads[sets] = b.count("LDG")
+    assert loads[2] == 2 * loads[1] > 0
 
 
 def test_split_k_changes_only_the_k_range():
@@ -626,7 +645,7 @@ def test_stream_k_sums_every_k_tile_once(name, fields, rng):
 @pytest.mark.parametrize("name,split", [("int8_ptx_mma_k32_m16", 4), ("int8_ptx_mma_k32", 2), ("fp16_ptx_mma", 3),
                                         ("fp16_ptx_mma_m16", 2), ("int4_ptx_unpack_s8_m16", 2), ("fp16_wmma", 2),
                                         ("int8_ptx_tma", 4), ("int4_ptx_unpack_s8_tma", 8), ("fp16_wgmma", 2),
-                                        ("int8_wgmma_cl1", 3), ("int4_wgmma_unpack_s8", 2), ("int8_ptx_mma_k32_m16", -4),
+                                        ("int8_wgmma_cl1", 3), ("int4_wgmma_unpack_s8", 2), ("int4_wgmma_unpack_s8_rs", 2), ("int8_ptx_mma_k32_m16", -4),
                                         ("fp16_ptx_mma", -3), ("int4_ptx_unpack_s8_m16", -2), ("fp16_wmma", -2),
                                         ("int8_ptx_tma", -4)])
 def test_split_k_sums_every_k_tile(name, split, rng):

@@ -451,6 +451,18 @@ def test_wait_group_immediate_sm89():
         assert f"DEPBAR.LE SB0, 0x{n}" in b.sass
 
 
+def test_setmaxnreg_takes_its_count_in_place_of_the_files():
+    """setmaxnreg(direction, count): the ptx_asm routine with the count as its
+    immediate (one routine a count, the same object each time); counts ptxas
+    would refuse are refused first."""
+    dec = P.setmaxnreg("dec", 128)
+    assert dec is P.setmaxnreg("dec", 128) and dec is not P.setmaxnreg("dec", 120)
+    assert P.ROUTINES["setmaxnreg_inc_232"].body == "setmaxnreg.inc.sync.aligned.u32 232;\n"
+    for bad in (("dec", 100), ("inc", 16), ("inc", 264), ("up", 128)):
+        with pytest.raises(ValueError, match="setmaxnreg: direction 'dec' or 'inc' and a count in 24..256"):
+            P.setmaxnreg(*bad)
+
+
 @pytest.mark.parametrize("routine", UNPACKS)
 def test_unpack_is_a_handful_of_alu_instructions(routine):
     """The widening costs what its header says: seven ALU instructions, three scaled."""

@@ -17,11 +17,11 @@ views and epilogue); what differs is who does what in its k loop:
     while it waits for the one before (wgmma.wait_group 1), and releases the
     stage that one read.
 
-INT4 (widened once per k-tile, cfg.widens_tile) keeps the producer's
-registers: all 128 of its threads load s4 two k-tiles ahead, in two register
-sets, and widen each k-tile into its stage once the consumers have freed it
-(a_regs: B only; each consumer widens its A rows in registers, so it waits
-for its k-tile's wgmmas, which read those registers, before the next).
+INT4 (widened once per k-tile, cfg.widens_tile): all 128 of the producer's
+threads load s4 cfg.load_sets k-tiles ahead, in as many register sets, and
+widen each k-tile into its stage once the consumers have freed it (a_regs:
+B only; each consumer widens its A rows in registers); setmaxnreg gives the
+consumers what those sets leave (cfg.register_split).
 
 So no block-wide barrier stands in the k loop: copies run stages - 1 tiles
 ahead, and each consumer's wgmmas overlap its waits and the other's. With
@@ -37,7 +37,7 @@ are shared out by runs of k-tiles instead (_stream_k), in the same k loop.
 from numba import cuda
 
 from .. import primitives as P
-from .regs import device, divmod32, i32, u8, u32
+from .regs import device, divmod32, generated, i32, u8, u32
 from .skeleton import _k_part, _next_stage, _tile_of
 from .warp_wgmma import partials, wait_0, wait_1
 
@@ -57,19 +57,13 @@ def kernel_function(cfg, warp_rt, copy_rt):
     # theirs for the loads in flight.
     widen = cfg.widens_tile
 
-    def produce(cs, g, off, kt, ktiles):
-        """Widening: k-tile kt from its registers into the stage at off (once
-        the consumers have freed it), then k-tile kt + 2 into those registers."""
-        acquire(cs, g, off)
-        land(cs, off)
-        if kt + 2 < ktiles:
-            issue(stage(cs, kt + 2, next_stage(next_stage(off)), False), -1)
-    produce = device(produce)
     nothing = device(lambda: None)
-    shrink, grow = (nothing, nothing) if widen else (ptx.setmaxnreg_dec_40, ptx.setmaxnreg_inc_232)
+    widen_tile = _widen_tile(cfg, setup, stage, issue, land, acquire, next_stage) if widen else None
+    regs = cfg.register_split           # the producer's registers to the consumers
+    shrink, grow = (P.setmaxnreg("dec", regs[0]), P.setmaxnreg("inc", regs[1])) if regs else (nothing, nothing)
     persistent, cluster = cfg.persistent, cfg.cluster
     k_part, split = _k_part(cfg), cfg.split_k
-    a_regs, c_tma, stagger = cfg.a_regs, cfg.c_tma, cfg.stagger
+    c_tma, stagger = cfg.c_tma, cfg.stagger
 
     share_a = cfg.multicast == "a"
     stream = cfg.stream_k
@@ -113,17 +107,12 @@ def kernel_function(cfg, warp_rt, copy_rt):
             compute(acc, sbase + u32(off) + a_rows, sbase + u32(off + tile_a))
             if kt == go_at:
                 ptx.bar_arrive(u32(1), u32(256))
-            if a_regs:      # the wgmmas read A's registers until they end: before the next widening
-                wait_0()
-                if lane == 0:
-                    release(cs, off)
-            else:
-                wait_1()
-                if kt > kb and lane == 0:
-                    release(cs, last)           # k-tile kt - 1's wgmmas are done with it
+            wait_1()
+            if kt > kb and lane == 0:
+                release(cs, last)           # k-tile kt - 1's wgmmas are done with it
             last, g, off = off, g + 1, next_stage(off)
         wait_0()
-        if lane == 0 and not a_regs and ((split == 1 and not stream) or ke > kb):
+        if lane == 0 and ((split == 1 and not stream) or ke > kb):
             release(cs, last)
         return g, off
     consume = device(consume)
@@ -170,24 +159,9 @@ def kernel_function(cfg, warp_rt, copy_rt):
                 tile, kb, ke = run_of(it, it1, whole, ktiles)
                 g, off = fill(ctx, sbase, A, B, z, zb, tile, pairs_m, tiles_n, tid, dims, g, off, 0, kb, ke)
                 it += ke - kb
-            while widen and tile < tiles and (split == 1 or ktiles > 0):    # widening: all 128, two ahead
+            while widen and tile < tiles and (split == 1 or ktiles > 0):    # widening: all 128, sets ahead
                 tm, tn = cluster_tile(tile, pairs_m, tiles_n)
-                m0, n0 = i32(tm * bm), i32(tn * bn)
-                # Two register sets, k-tiles alternating between them: a set's loads
-                # have two k-tiles' time to arrive before they are widened.
-                c0 = setup(ctx, sbase, A, B, z, zb, m0, n0, tid, 0, dims)
-                c1 = setup(ctx, sbase, A, B, z, zb, m0, n0, tid, 0, dims)
-                issue(stage(c0, 0, off, False), -1)
-                if ktiles > 1:
-                    issue(stage(c1, 1, next_stage(off), False), -1)
-                kt = 0
-                while kt < ktiles:
-                    produce(c0, g, off, kt, ktiles)
-                    g, off = g + 1, next_stage(off)
-                    if kt + 1 < ktiles:
-                        produce(c1, g, off, kt + 1, ktiles)
-                        g, off = g + 1, next_stage(off)
-                    kt += 2
+                g, off = widen_tile(ctx, sbase, A, B, z, zb, i32(tm * bm), i32(tn * bn), tid, dims, g, off, ktiles)
                 tile += step
         else:
             grow()
@@ -303,3 +277,28 @@ def _stream_k(cfg):
             done = end
             c += 1
     return tuple(map(device, (stream_part, run_of, publish, gather)))
+
+
+def _widen_tile(cfg, setup, stage, issue, land, acquire, next_stage):
+    """widen_tile(ctx, sbase, A, B, z, zb, m0, n0, tid, dims, g, off, ktiles)
+    -> (g, off): the widening producer's k loop over one output tile. Its
+    loads fill cfg.load_sets register sets in turn, each k-tile's while the
+    k-tiles before it are widened, so that a set's loads have that many
+    k-tiles' time to arrive; then, k-tile by k-tile, it waits for the stage
+    to be free, widens the set into it and loads the k-tile load_sets ahead
+    into the same set. Written out: the sets are per-thread arrays, which
+    a run-time choice between them would send to local memory."""
+    sets = cfg.load_sets
+    lines = [f"c{i} = setup(ctx, sbase, A, B, z, zb, m0, n0, tid, 0, dims)" for i in range(sets)]
+    lines += ["o = off"]
+    for i in range(sets):
+        lines += [f"if ktiles > {i}:", f"    issue(stage(c{i}, {i}, o, False), -1)", "o = next_stage(o)"]
+    lines += ["kt = 0", "while kt < ktiles:"]
+    for i in range(sets):
+        lines += [f"    if kt + {i} < ktiles:", "        acquire(c{0}, g, off)".format(i), f"        land(c{i}, off)",
+                  f"        if kt + {i + sets} < ktiles:", f"            issue(stage(c{i}, kt + {i + sets}, o, False), -1)",
+                  "        g, off, o = g + 1, next_stage(off), next_stage(o)"]
+    lines += [f"    kt += {sets}", "return g, off"]
+    env = {"setup": setup, "stage": stage, "issue": issue, "land": land, "acquire": acquire,
+           "next_stage": next_stage}
+    return generated("widen_tile", "ctx, sbase, A, B, z, zb, m0, n0, tid, dims, g, off, ktiles", lines, env)

@@ -58,7 +58,7 @@ def routine(cfg):
     # come back as one, so that between fence and commit nothing else defines them.
     acc_tuple = "(" + ", ".join(f"acc[{e}]" for e in range(n_acc)) + ")"
     if a_regs:
-        lines = _a_from_registers(cfg.ksteps, b_step, acc_tuple, A_GROUP[cfg.bn])
+        lines = _a_from_registers(cfg.ksteps, b_step, acc_tuple)
         lines += [f"acc[{e}] = d[{e}]" for e in range(n_acc)]
     elif len(parts) == 1:
         lines = ["fence()", "da = desc(a_tile, u32(16), u32(sbo))", "db = b_desc(b_tile, u32(b_lbo), u32(b_sbo))",
@@ -81,7 +81,7 @@ def routine(cfg):
     compute = generated("compute", "acc, a_tile, b_tile", lines,
                         {"fence": ptx.wgmma_fence, "commit": ptx.wgmma_commit, "desc": desc, "b_desc": b_desc,
                          **mmas, "u32": u32, "u64": u64, "sbo": _SBO, "b_sbo": 8 * span, "b_lbo": b_lbo, "cuda": cuda,
-                         "ld4": ptx.ldmatrix_x4, "widen": widen, "wait_0": wait_0})
+                         "ld4": ptx.ldmatrix_x4, "widen": widen, "wait_1": wait_1})
     init = zeroed(n_acc, ACC[cfg.acc]) if len(parts) == 1 else _zeroed_parts(parts, ACC[cfg.acc])
     return WarpRoutine(init, None, None, compute, _stores(cfg, scaled, parts))
 
@@ -243,36 +243,37 @@ def partials(cfg):
     return generated("save", "acc, W, slot, ct", save, dict(env)), generated("add", "acc, W, slot, ct", add, env)
 
 
-#: a_regs: k steps whose A registers are live at once, by bn. A commit group
-#: is that many k steps: the consumer widens a group's A, fences it, issues
-#: its wgmmas and (but for the k-tile's last) waits for them before the next
-#: widening, since they read those registers until they end. Beside 128
-#: accumulators (bn = 256) a whole k-tile's 16 registers do not fit (ptxas
-#: serialises every wgmma, C7512); two k steps' build, spilling 88 bytes of
-#: the tile's state.
-A_GROUP = {128: 4, 256: 2}
+#: a_regs: k steps whose A registers one commit group reads. A k-tile's
+#: wgmmas are groups of these; a group's registers are written again two
+#: groups later, once wgmma.wait_group 1 has seen it end, so that one group's
+#: widening runs while the group before it is on the tensor cores.
+A_GROUP = 2
 
 
-def _a_from_registers(ksteps, b_step, acc_tuple, group):
+def _a_from_registers(ksteps, b_step, acc_tuple):
     """a_regs: the k-tile's lines up to its commit. The stage holds A's s4 as
     it came, k step kk's 16 bytes of a row in its swizzled chunk 2 kk; one
     ldmatrix.x4 reads two k steps of the warp's 16 rows (lanes 0-15 the first
     step's rows, 16-31 the second's), and lane (g, q) receives word q of rows
     g and g + 8 of each. A word widened gives its even elements (first
     register) and odd ones (second): a0, a2 and a1, a3 of the wgmma's A
-    fragment (a<kk>: k step kk's), in the order the producer lays B out."""
+    fragment (a<kk>: k step kk's), in the order the producer lays B out.
+    Each group of A_GROUP k steps is committed before the next is widened,
+    which waits (wait_group 1) for the group before that one: the consumer's
+    k loop ends each k-tile with the same wait, so the k-tile's first group
+    finds the last but one group ended too."""
     lines = ["tid = cuda.threadIdx.x", "lane = tid & 31",
              "row = a_tile + u32((((tid >> 5) & 3) * 16 + (lane & 15)) * 128)",
              "x, hi = lane & 7, (lane >> 4) * 2", "db = b_desc(b_tile, u32(b_lbo), u32(b_sbo))", f"d = {acc_tuple}"]
-    for g0 in range(0, ksteps, group):
-        for kk in range(g0, g0 + group):
+    for g0 in range(0, ksteps, A_GROUP):
+        if g0:
+            lines += ["commit()", "wait_1()"]
+        for kk in range(g0, g0 + A_GROUP):
             if kk % 2 == 0:
                 lines.append(f"r = ld4(row + u32((({2 * kk} + hi) ^ x) << 4))")
             h = 2 * (kk % 2)
             lines += [f"w0, w1 = widen(r[{h}]), widen(r[{h + 1}])", f"a{kk} = (w0[0], w1[0], w0[1], w1[1])"]
-        lines += ["fence()"] + [f"d = mma0(d, a{kk}, db + u64({kk * b_step}), u32(1))" for kk in range(g0, g0 + group)]
-        if g0 + group < ksteps:
-            lines += ["commit()", "wait_0()"]
+        lines += ["fence()"] + [f"d = mma0(d, a{kk}, db + u64({kk * b_step}), u32(1))" for kk in range(g0, g0 + A_GROUP)]
     return lines
 
 

@@ -110,17 +110,18 @@ def _families(preset):
         # are stored, half the bytes of the default float32 C.
         families["fp16"]["fp16_wgmma_c16"] = families["fp16"]["fp16_wgmma"].replace(out="f16")
         # INT4: wgmma has no s4 form; the producer warpgroup loads the s4 tiles (64 bytes a
-        # row per k-tile) and widens them into the stages: to 16 x s8 (K <= 131071), or exactly.
+        # row per k-tile) and widens B into the stages, to 16 x s8 (K <= 131071) or exactly;
+        # each consumer widens its own A rows in registers (ldmatrix of the s4 the producer
+        # stored as it came) for wgmma with A from registers, in the registers setmaxnreg
+        # moves to it from the producer (KernelConfig.register_split).
         int4_wgmma = int4.replace(**dict(wgmma, copy="cp_async", cluster=1, stage_c=False), bk=128, stages=4,
-                                  min_blocks=1, unpack="tile_scaled", reg_buffers=0)
+                                  min_blocks=1, unpack="tile_scaled", reg_buffers=0, a_regs=True)
         families["int4"]["int4_wgmma_unpack_s8"] = int4_wgmma
         families["int4"]["int4_wgmma_unpack_s8_exact"] = int4_wgmma.replace(unpack="tile")
-        # A from registers: each consumer widens its own A rows (ldmatrix of the s4 the producer
-        # stored as it came) and the producer widens B only. A k-tile's 16 more registers a
-        # consumer fit beside 64 accumulators, not beside 128 (warp_wgmma.A_GROUP): in 128 x 128
-        # tiles, with the same kernel in those tiles widening both beside it.
-        families["int4"]["int4_wgmma_unpack_s8_128"] = int4_wgmma.replace(bn=128)
-        families["int4"]["int4_wgmma_unpack_s8_rs"] = int4_wgmma.replace(bn=128, a_regs=True)
+        # The producer widening A too (the first cut), and both in 128 x 128 tiles.
+        families["int4"]["int4_wgmma_unpack_s8_pw"] = int4_wgmma.replace(a_regs=False)
+        families["int4"]["int4_wgmma_unpack_s8_128"] = int4_wgmma.replace(bn=128, a_regs=False)
+        families["int4"]["int4_wgmma_unpack_s8_rs"] = int4_wgmma.replace(bn=128)
         families["int8"]["int8_ptx_mma_k32_m16"] = int8.replace(bk=512, stages=4, warps_n=4, warps_k=2, **skinny)
         families["fp16"]["fp16_ptx_mma_m16"] = fp16.replace(bk=256, stages=4, warps_n=4, warps_k=2, **skinny)
         families["int4"]["int4_ptx_unpack_s8_m16"] = int4.replace(bk=512, stages=4, unpack="scaled",

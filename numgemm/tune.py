@@ -76,11 +76,12 @@ def _smaller_tiles(cfg):
     columns wide), small-M tiles 32 columns wide; wgmma with N = 128, in two
     consumer warpgroups or one, and FP16's 64 x 64 and 64 x 32, each with as many stages
     as shared memory holds (INT4's widening ones instead also with A widened
-    by the consumers, which in 128-column tiles have the registers for it)."""
+    by the other side: the producer where the base has the consumers do it)."""
     if cfg.op == "wgmma":
         shapes = {"_128x128": dict(bn=128), "_64x128": dict(bm=64, warps_m=4, bn=128)}
-        if cfg.widens_tile:
-            shapes.update({f"{tag}_rs": dict(change, a_regs=True) for tag, change in list(shapes.items())})
+        if cfg.widens_tile:         # A widened by the other side as well
+            flip = "_pw" if cfg.a_regs else "_rs"
+            shapes.update({tag + flip: dict(change, a_regs=not cfg.a_regs) for tag, change in list(shapes.items())})
         else:       # TMA's ring as deep as shared memory holds (and FP16's 64 x 64 tiles)
             if cfg.precision == "fp16" and cfg.b_layout == "kn":
                 shapes.update({f"_64x{bn}": dict(bm=64, warps_m=4, bn=bn) for bn in (64, 32)})

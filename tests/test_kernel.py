@@ -243,7 +243,7 @@ def test_tma_operands_of_every_shape(name, rng):
                                          ("int8_wgmma", dict(cluster=2, persistent=True)),
                                          ("int4_wgmma_unpack_s8", dict(persistent=False)),
                                          ("int4_wgmma_unpack_s8_exact", {}),
-                                         ("int4_wgmma_unpack_s8", dict(a_regs=True)),
+                                         ("int4_wgmma_unpack_s8_pw", {}),
                                          ("int4_wgmma_unpack_s8_rs", dict(persistent=False)),
                                          ("fp16_wgmma", dict(b_layout="nk", cluster=2, persistent=True)),
                                          ("fp16_wgmma", dict(bn=128)), ("int8_wgmma", dict(bn=128, cluster=1)),
@@ -502,7 +502,7 @@ def test_a_from_registers_feeds_wgmma_registers():
     no serialised wgmma (a ptxas performance report fails the build)."""
     import re
 
-    for cfg in (registry.get("int4_wgmma_unpack_s8_rs"), registry.get("int4_wgmma_unpack_s8").replace(a_regs=True)):
+    for cfg in (registry.get("int4_wgmma_unpack_s8_rs"), registry.get("int4_wgmma_unpack_s8")):
         b = build_config(cfg, "sm_90")
         gmma = [i for i in b.sass.splitlines() if "IGMMA" in i]
         assert gmma and all(re.search(r"IGMMA\.\S+ R\d+, R\d+, gdesc", i) for i in gmma), gmma[:2]

@@ -54,7 +54,7 @@ def kernel_function(cfg, warp_rt, copy_rt):
     producer_warps = cfg.producer_threads // 32
     # TMA: one thread issues each stage's copies, and the producer gives its
     # registers to the consumers. Widening: all 128 load and widen, and keep
-    # theirs for the loads in flight.
+    # what their loads in flight need.
     widen = cfg.widens_tile
 
     nothing = device(lambda: None)
@@ -295,7 +295,7 @@ def _widen_tile(cfg, setup, stage, issue, land, acquire, next_stage):
         lines += [f"if ktiles > {i}:", f"    issue(stage(c{i}, {i}, o, False), -1)", "o = next_stage(o)"]
     lines += ["kt = 0", "while kt < ktiles:"]
     for i in range(sets):
-        lines += [f"    if kt + {i} < ktiles:", "        acquire(c{0}, g, off)".format(i), f"        land(c{i}, off)",
+        lines += [f"    if kt + {i} < ktiles:", f"        acquire(c{i}, g, off)", f"        land(c{i}, off)",
                   f"        if kt + {i + sets} < ktiles:", f"            issue(stage(c{i}, kt + {i + sets}, o, False), -1)",
                   "        g, off, o = g + 1, next_stage(off), next_stage(o)"]
     lines += [f"    kt += {sets}", "return g, off"]

@@ -85,9 +85,12 @@ class KernelConfig:
     a_regs: bool = False       # op=wgmma, unpack=tile or tile_scaled: A reaches the stage as s4, and each
                                # consumer widens its rows in registers (ldmatrix, then the unpack's
                                # widening) for wgmma with A from registers; the producer widens B only
-    load_sets: int = 2         # op=wgmma, unpack=tile or tile_scaled: register sets the producer's loads
-                               # fill in turn, so that each k-tile's s4 has that many k-tiles' time to
-                               # arrive before it is widened
+    load_sets: int = 2         # op=wgmma, unpack=tile or tile_scaled: k-tiles the producer's loads run
+                               # ahead (widen_in="registers": register sets, filled in turn; "stage": stages)
+    widen_in: str = "registers"  # op=wgmma, unpack=tile or tile_scaled: where the producer's s4 waits to be
+                               # widened: registers (ld.global) | stage (cp.async into the first 16 bytes of
+                               # each piece's 32 in its stage, read back and widened in place; A's s4 with
+                               # a_regs lands where the consumers read it)
     stage_c: bool = False      # op=wgmma: each consumer warp stores C through a shared buffer of its
                                # own, 128 bytes of a row at a time (written in the fragment's layout, read
                                # back along rows), 16 bytes a lane and whole 128-byte lines an
@@ -189,7 +192,8 @@ class KernelConfig:
         each side's code within its own count (the consumers' past the launch
         bound's). TMA: one producer thread issues copies (40). Widening: the
         producer's 128 threads hold load_sets register sets of a k-tile's s4
-        of A and B, 32 more for addresses; the consumers take the rest, in
+        of A and B (widen_in="stage": a piece's words and what they widen
+        to), 32 more for addresses; the consumers take the rest, in
         multiples of 8, from the pool the launch bound gives the block."""
         if self.op != "wgmma":
             return None
@@ -197,7 +201,8 @@ class KernelConfig:
             return 40, 232
         entry = 65536 // self.threads // 8 * 8          # the launch bound's registers a thread
         per_set = (self.bm + self.bn) * self.bk_bytes // self.producer_threads // 4
-        producer = -(-(self.load_sets * per_set + 32) // 8) * 8
+        held = self.load_sets * per_set if self.widen_in == "registers" else 32     # staged: one piece's words
+        producer = -(-(held + 32) // 8) * 8
         if producer >= entry:           # setmaxnreg.dec cannot raise it
             return None
         consumer = (entry * self.threads - producer * self.producer_threads) // (self.threads - self.producer_threads)
@@ -273,7 +278,8 @@ class KernelConfig:
         if not self.widens_tile:
             return self
         if self.op == "wgmma":      # s8 stages in the swizzle, as TMA lands int8_wgmma's
-            return self.replace(precision="int8", mma_k=32, unpack="none", copy="tma", a_regs=False, load_sets=2)
+            return self.replace(precision="int8", mma_k=32, unpack="none", copy="tma", a_regs=False, load_sets=2,
+                                widen_in="registers")
         return self.replace(precision="int8", mma_k=32, unpack="none")
 
     @property
@@ -477,8 +483,8 @@ class KernelConfig:
         for f in ("warps_k", "a_ldmatrix", "b_ldmatrix", "cache", "evict", "b_layout", "b_global", "acc", "out",
                   "smem_pad", "swizzle", "private_tiles", "raster", "k_stagger", "linkage", "unpack", "min_blocks",
                   "copy_parts", "zfill_src", "interior_loop", "copy", "cluster", "multicast", "persistent",
-                  "stream_k", "reg_buffers", "split_k", "split_sum", "a_regs", "load_sets", "stage_c", "c_tma",
-                  "stagger"):
+                  "stream_k", "reg_buffers", "split_k", "split_sum", "a_regs", "load_sets", "widen_in", "stage_c",
+                  "c_tma", "stagger"):
             value = getattr(self, f)
             if (f == "acc" and value == self.prec.acc) or (f == "reg_buffers" and value == self.auto_reg_buffers) \
                     or (f in ("swizzle", "zfill_src", "interior_loop") and self.copy == "tma"):  # implied, or moot
@@ -702,10 +708,13 @@ class KernelConfig:
                        "warpgroup's own loads (unpack=tile or tile_scaled, copy=cp_async); its routines inline")
         if self.widens_tile and (self.cluster != 1 or self.bk_bytes * 2 != SWIZZLE_BYTES):
             err.append("wgmma widening: no cluster, a k-tile of 64 bytes of s4 (128 of s8)")
-        if self.load_sets != 2 and not (self.widens_tile and self.op == "wgmma"):
-            err.append("load_sets: the register sets of a widening wgmma producer's loads")
-        elif not 1 <= self.load_sets <= 4:
-            err.append(f"load_sets must be 1..4, got {self.load_sets}")
+        if (self.load_sets != 2 or self.widen_in != "registers") and not (self.widens_tile and self.op == "wgmma"):
+            err.append("load_sets, widen_in: the loads of a widening wgmma producer")
+        elif self.widen_in not in ("registers", "stage"):
+            err.append(f"widen_in must be registers or stage, got {self.widen_in!r}")
+        elif not 1 <= self.load_sets <= (4 if self.widen_in == "registers" else self.stages - 1):
+            err.append(f"load_sets must be 1..{4 if self.widen_in == 'registers' else self.stages - 1} "
+                       f"(widen_in={self.widen_in}), got {self.load_sets}")
         if self.a_regs and not self.widens_tile:
             err.append("a_regs: A widened by the consumers for wgmma with A from registers (unpack=tile or "
                        "tile_scaled)")
@@ -752,6 +761,7 @@ _SHORT = {
     "split_k": lambda v: f"split{v}",
     "a_regs": lambda v: "aregs",
     "load_sets": lambda v: f"ls{v}",
+    "widen_in": lambda v: f"win{v}",
     "stage_c": lambda v: "sc",
     "c_tma": lambda v: "ctma",
     "stagger": lambda v: f"stg{v}",

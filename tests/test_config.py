@@ -184,10 +184,17 @@ def test_load_sets_are_the_widening_producers():
     wide = registry.get("int4_wgmma_unpack_s8")
     assert wide.replace(load_sets=1).name.endswith("_ls1") and wide.name == wide.replace(load_sets=2).name
     assert wide.replace(load_sets=3).shared_view.load_sets == 2
-    with pytest.raises(ValueError, match="load_sets must be 1..4, got 5"):
+    with pytest.raises(ValueError, match=r"load_sets must be 1..4 \(widen_in=registers\), got 5"):
         wide.replace(load_sets=5)
-    with pytest.raises(ValueError, match="load_sets: the register sets of a widening wgmma producer"):
+    with pytest.raises(ValueError, match="load_sets, widen_in: the loads of a widening wgmma producer"):
         registry.get("int8_wgmma").replace(load_sets=3)
+    staged = wide.replace(widen_in="stage", stages=3)
+    assert staged.name.endswith("_winstage") and staged.shared_view.widen_in == "registers"
+    assert staged.register_split == (64, 216)           # no register sets: the s4 waits in its stage
+    with pytest.raises(ValueError, match=r"load_sets must be 1..2 \(widen_in=stage\), got 3"):
+        staged.replace(load_sets=3)
+    with pytest.raises(ValueError, match="widen_in must be registers or stage, got 'smem'"):
+        wide.replace(widen_in="smem")
 
 
 def test_tma_swizzles_instead_of_padding():

@@ -244,6 +244,10 @@ def test_tma_operands_of_every_shape(name, rng):
                                          ("int4_wgmma_unpack_s8", dict(persistent=False)),
                                          ("int4_wgmma_unpack_s8_exact", {}),
                                          ("int4_wgmma_unpack_s8_pw", {}),
+                                         ("int4_wgmma_unpack_s8", dict(widen_in="stage", stages=3)),
+                                         ("int4_wgmma_unpack_s8_pw", dict(widen_in="stage", stages=3)),
+                                         ("int4_wgmma_unpack_s8_exact", dict(widen_in="stage", load_sets=1,
+                                                                             persistent=False)),
                                          ("int4_wgmma_unpack_s8_rs", dict(persistent=False)),
                                          ("fp16_wgmma", dict(b_layout="nk", cluster=2, persistent=True)),
                                          ("fp16_wgmma", dict(bn=128)), ("int8_wgmma", dict(bn=128, cluster=1)),
@@ -518,7 +522,8 @@ def test_a_from_registers_feeds_wgmma_registers():
 def test_load_sets_are_the_producers_loads_in_flight():
     """load_sets: the widening producer's k loop holds that many register sets
     of a k-tile's loads, each filled once an iteration (an iteration of
-    load_sets k-tiles, written out), in the registers register_split leaves it."""
+    load_sets k-tiles, written out), in the registers register_split leaves it;
+    widen_in="stage" copies them into the stages instead."""
     base = registry.get("int4_wgmma_unpack_s8")
     loads = {}
     for sets in (1, 2):
@@ -526,6 +531,9 @@ def test_load_sets_are_the_producers_loads_in_flight():
         assert b.local_bytes == 0 and b.count("IGMMA") > 0
         loads[sets] = b.count("LDG")
     assert loads[2] == 2 * loads[1] > 0
+    # widen_in="stage": the same pieces by cp.async into the stages, read back there, no ld.global
+    b = build_config(base.replace(widen_in="stage", stages=3), "sm_90")
+    assert b.local_bytes == 0 and b.count("LDGSTS") > 0 and b.count("LDG.E") == 0 and b.count("LDS.128") > 0
 
 
 def test_split_k_changes_only_the_k_range():

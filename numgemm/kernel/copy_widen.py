@@ -32,7 +32,21 @@ def _load_one(cfg, unit, reg0):
     return device(lambda i, dst, src, ok, policy, regs: put4(regs, reg0 + 4 * i, ld(src, ok)))
 
 
-def _land(cfg, rows, row_bytes, pitch, unit, reg0, raw=False):
+def _copy_to_stage(cfg, unit, reg0):
+    """widen_in="stage": a piece's 16 bytes of s4 by cp.async into the first
+    16 of the 32 it widens to (zero-filled past the matrix), where the same
+    thread reads them back (_land_staged)."""
+    cp = getattr(P.routines(cfg.linkage), f"cp_async_{cfg.cache}")
+    return device(lambda i, dst, src, ok, policy, regs: cp(dst, src, ok))
+
+
+def _land_staged(cfg, rows, row_bytes, pitch, unit, reg0):
+    """_land with each piece's words read from where _copy_to_stage put them:
+    its 32 bytes are this thread's alone, so it widens them in place."""
+    return _land(cfg, rows, row_bytes, pitch, unit, reg0, staged=True)
+
+
+def _land(cfg, rows, row_bytes, pitch, unit, reg0, raw=False, staged=False):
     """land(rows_in_tile, dst, regs): a tile's s4 pieces widened into its s8
     rows (16 x s8 where cfg.scaled). A piece's 32 bytes are its row's chunks
     2c and 2c + 1: side by side in padded rows; in the 128-byte swizzle (the
@@ -41,7 +55,7 @@ def _land(cfg, rows, row_bytes, pitch, unit, reg0, raw=False):
     piece as it came, in the first of those two chunks (the consumers'
     ldmatrix reads it there, eight rows in eight banks' groups)."""
     ptx = P.routines(cfg.linkage)
-    st, get4 = ptx.st_shared_v4, getter(4)
+    st, get4, ld = ptx.st_shared_v4, getter(4), ptx.ld_shared_v4_b32
     widen = ptx.unpack_s4_s8x16 if cfg.scaled else ptx.unpack_s4_s8
     passes, step, ragged = copy_threads.pass_count(cfg, rows, row_bytes, unit)
     swizzled, grouped = cfg.shared_view.swizzle, cfg.a_regs
@@ -53,8 +67,8 @@ def _land(cfg, rows, row_bytes, pitch, unit, reg0, raw=False):
         # consumer's A registers hold word q of a row (a0, a2 = its halves).
         for i in range(passes):
             if not ragged or i * step < rows_in_tile:
-                w = get4(regs, reg0 + 4 * i)
                 at = dst + i * step * pitch
+                w = ld(at) if staged else get4(regs, reg0 + 4 * i)
                 if raw:
                     st(at, w)
                     continue

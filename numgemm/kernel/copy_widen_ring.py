@@ -7,8 +7,10 @@ tiles must reach the stages as s8 in the 128-byte swizzle that the wgmma
 warp routine reads (int8_wgmma's layout). Each of the producer's 128
 threads owns 16-byte pieces of a k-tile (numgemm.kernel.copy_threads: its
 rows 32 apart, its addresses set up once, rows and K past the matrix
-zero-filled). It loads a k-tile with ld.global.v4 two k-tiles ahead (the
-skeleton alternates two register sets), and lands one: each 16 bytes of s4
+zero-filled). It loads a k-tile with ld.global.v4 load_sets k-tiles ahead
+(the skeleton fills as many register sets in turn; widen_in="stage": by
+cp.async into the first 16 of the 32 bytes each piece widens to, in the
+stage itself, read back once its copies have landed), and lands one: each 16 bytes of s4
 become 32 of s8 (copy_widen's widening, exact or 16 x s8, A and B permuted
 alike along K) in two swizzled chunks (a_regs: A's 16 bytes as they came,
 in the first, for the consumers to widen), then fence.proxy.async makes its
@@ -23,7 +25,7 @@ from numba import cuda
 
 from .. import primitives as P
 from . import copy_threads, copy_tma
-from .copy_widen import _land, _land_raw, _load_one, _registers
+from .copy_widen import _copy_to_stage, _land, _land_raw, _land_staged, _load_one, _registers
 from .regs import device, inlined
 
 Block = namedtuple("Block", "bars policy")
@@ -32,8 +34,13 @@ State = namedtuple("State", "bars copies")
 
 def routine(cfg):
     ptx = P.routines(cfg.linkage)
-    threads = copy_threads.routine(cfg, _load_one, _land, _registers, device(lambda: None),
-                                   device(lambda st, kt, off, ktiles: None), _land_raw if cfg.a_regs else None)
+    if cfg.widen_in == "stage":     # A's s4 (a_regs) lands where the consumers read it: nothing to widen
+        landed = device(lambda rows_in_tile, dst, regs: None)
+        threads = copy_threads.routine(cfg, _copy_to_stage, _land_staged, lambda *_: 0, device(lambda: ptx.cp_async_commit()),
+                                       device(lambda st, kt, off, ktiles: None), (lambda *_: landed) if cfg.a_regs else None)
+    else:
+        threads = copy_threads.routine(cfg, _load_one, _land, _registers, device(lambda: None),
+                                       device(lambda st, kt, off, ktiles: None), _land_raw if cfg.a_regs else None)
     rg = copy_tma.ring(cfg, full_count=cfg.producer_threads)
 
     place = rg.place

@@ -45,7 +45,7 @@ from .warp_wgmma import partials, wait_0, wait_1
 def kernel_function(cfg, warp_rt, copy_rt):
     """The Python function of cfg's kernel with this WarpRoutine and CopyRoutine."""
     init, _, _, compute, store = warp_rt
-    start, setup, stage, issue, land, _, wait, _, acquire, release = copy_rt
+    start, setup, stage, issue, land, commit, wait, _, acquire, release = copy_rt
     ptx = P.routines("inline")
     sv = cfg.shared_view                    # the stages as the consumers read them
     tile_of, next_stage = _tile_of(cfg), _next_stage(sv)
@@ -58,7 +58,7 @@ def kernel_function(cfg, warp_rt, copy_rt):
     widen = cfg.widens_tile
 
     nothing = device(lambda: None)
-    widen_tile = _widen_tile(cfg, setup, stage, issue, land, acquire, next_stage) if widen else None
+    widen_tile = _widen_tile(cfg, setup, stage, issue, land, acquire, next_stage, commit) if widen else None
     regs = cfg.register_split           # the producer's registers to the consumers
     shrink, grow = (P.setmaxnreg("dec", regs[0]), P.setmaxnreg("inc", regs[1])) if regs else (nothing, nothing)
     persistent, cluster = cfg.persistent, cfg.cluster
@@ -279,26 +279,43 @@ def _stream_k(cfg):
     return tuple(map(device, (stream_part, run_of, publish, gather)))
 
 
-def _widen_tile(cfg, setup, stage, issue, land, acquire, next_stage):
+def _widen_tile(cfg, setup, stage, issue, land, acquire, next_stage, commit):
     """widen_tile(ctx, sbase, A, B, z, zb, m0, n0, tid, dims, g, off, ktiles)
-    -> (g, off): the widening producer's k loop over one output tile. Its
-    loads fill cfg.load_sets register sets in turn, each k-tile's while the
-    k-tiles before it are widened, so that a set's loads have that many
-    k-tiles' time to arrive; then, k-tile by k-tile, it waits for the stage
-    to be free, widens the set into it and loads the k-tile load_sets ahead
-    into the same set. Written out: the sets are per-thread arrays, which
-    a run-time choice between them would send to local memory."""
+    -> (g, off): the widening producer's k loop over one output tile, its
+    loads cfg.load_sets k-tiles ahead. Written out: a run-time choice between
+    per-thread arrays would send them to local memory.
+
+    widen_in="registers": the loads fill load_sets register sets in turn;
+    k-tile by k-tile, the producer waits for the stage to be free, widens the
+    set into it and loads the k-tile load_sets ahead into the same set.
+    widen_in="stage": the loads are cp.async into the stages themselves, so a
+    k-tile's stage is acquired before its copies start, each k-tile's copies
+    one commit group (empty past the last k-tile); k-tile by k-tile, the
+    producer waits for its own copies of it (cp.async.wait_group), widens
+    them in place and starts the k-tile load_sets ahead."""
     sets = cfg.load_sets
-    lines = [f"c{i} = setup(ctx, sbase, A, B, z, zb, m0, n0, tid, 0, dims)" for i in range(sets)]
-    lines += ["o = off"]
-    for i in range(sets):
-        lines += [f"if ktiles > {i}:", f"    issue(stage(c{i}, {i}, o, False), -1)", "o = next_stage(o)"]
-    lines += ["kt = 0", "while kt < ktiles:"]
-    for i in range(sets):
-        lines += [f"    if kt + {i} < ktiles:", f"        acquire(c{i}, g, off)", f"        land(c{i}, off)",
-                  f"        if kt + {i + sets} < ktiles:", f"            issue(stage(c{i}, kt + {i + sets}, o, False), -1)",
-                  "        g, off, o = g + 1, next_stage(off), next_stage(o)"]
-    lines += [f"    kt += {sets}", "return g, off"]
+    if cfg.widen_in == "stage":
+        lines = ["c = setup(ctx, sbase, A, B, z, zb, m0, n0, tid, 0, dims)", "o = off"]
+        for i in range(sets):
+            lines += [f"if ktiles > {i}:", f"    acquire(c, g + {i}, o)", f"    issue(stage(c, {i}, o, False), -1)",
+                      "commit()", "o = next_stage(o)"]
+        lines += ["kt = 0", "while kt < ktiles:", "    landed()", "    land(c, off)", f"    if kt + {sets} < ktiles:",
+                  f"        acquire(c, g + {sets}, o)", f"        issue(stage(c, kt + {sets}, o, False), -1)",
+                  "    commit()", "    g, off, o = g + 1, next_stage(off), next_stage(o)", "    kt += 1",
+                  "return g, off"]
+    else:
+        lines = [f"c{i} = setup(ctx, sbase, A, B, z, zb, m0, n0, tid, 0, dims)" for i in range(sets)]
+        lines += ["o = off"]
+        for i in range(sets):
+            lines += [f"if ktiles > {i}:", f"    issue(stage(c{i}, {i}, o, False), -1)", "o = next_stage(o)"]
+        lines += ["kt = 0", "while kt < ktiles:"]
+        for i in range(sets):
+            lines += [f"    if kt + {i} < ktiles:", f"        acquire(c{i}, g, off)", f"        land(c{i}, off)",
+                      f"        if kt + {i + sets} < ktiles:",
+                      f"            issue(stage(c{i}, kt + {i + sets}, o, False), -1)",
+                      "        g, off, o = g + 1, next_stage(off), next_stage(o)"]
+        lines += [f"    kt += {sets}", "return g, off"]
     env = {"setup": setup, "stage": stage, "issue": issue, "land": land, "acquire": acquire,
-           "next_stage": next_stage}
+           "next_stage": next_stage, "commit": commit,
+           "landed": getattr(P.routines(cfg.linkage), f"cp_async_wait_{min(sets, 4) - 1}")}
     return generated("widen_tile", "ctx, sbase, A, B, z, zb, m0, n0, tid, dims, g, off, ktiles", lines, env)

@@ -25,7 +25,14 @@ from numba import cuda
 
 from .. import primitives as P
 from . import copy_threads, copy_tma
-from .copy_widen import _copy_to_stage, _land, _land_raw, _land_staged, _load_one, _registers
+from .copy_widen import (
+    _copy_to_stage,
+    _land,
+    _land_raw,
+    _land_staged,
+    _load_one,
+    _registers,
+)
 from .regs import device, inlined
 
 Block = namedtuple("Block", "bars policy")
@@ -36,8 +43,10 @@ def routine(cfg):
     ptx = P.routines(cfg.linkage)
     if cfg.widen_in == "stage":     # A's s4 (a_regs) lands where the consumers read it: nothing to widen
         landed = device(lambda rows_in_tile, dst, regs: None)
-        threads = copy_threads.routine(cfg, _copy_to_stage, _land_staged, lambda *_: 0, device(lambda: ptx.cp_async_commit()),
-                                       device(lambda st, kt, off, ktiles: None), (lambda *_: landed) if cfg.a_regs else None)
+        commit = device(lambda: ptx.cp_async_commit())
+        threads = copy_threads.routine(cfg, _copy_to_stage, _land_staged, lambda *_: 0, commit,
+                                       device(lambda st, kt, off, ktiles: None),
+                                       (lambda *_: landed) if cfg.a_regs else None)
     else:
         threads = copy_threads.routine(cfg, _load_one, _land, _registers, device(lambda: None),
                                        device(lambda st, kt, off, ktiles: None), _land_raw if cfg.a_regs else None)

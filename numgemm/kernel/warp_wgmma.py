@@ -273,7 +273,8 @@ def _a_from_registers(ksteps, b_step, acc_tuple):
                 lines.append(f"r = ld4(row + u32((({2 * kk} + hi) ^ x) << 4))")
             h = 2 * (kk % 2)
             lines += [f"w0, w1 = widen(r[{h}]), widen(r[{h + 1}])", f"a{kk} = (w0[0], w1[0], w0[1], w1[1])"]
-        lines += ["fence()"] + [f"d = mma0(d, a{kk}, db + u64({kk * b_step}), u32(1))" for kk in range(g0, g0 + A_GROUP)]
+        lines += ["fence()"] + [f"d = mma0(d, a{kk}, db + u64({kk * b_step}), u32(1))"
+                                for kk in range(g0, g0 + A_GROUP)]
     return lines
 
 

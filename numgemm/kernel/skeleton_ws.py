@@ -316,6 +316,7 @@ def _widen_tile(cfg, setup, stage, issue, land, acquire, next_stage, commit):
                       "        g, off, o = g + 1, next_stage(off), next_stage(o)"]
         lines += [f"    kt += {sets}", "return g, off"]
     env = {"setup": setup, "stage": stage, "issue": issue, "land": land, "acquire": acquire,
-           "next_stage": next_stage, "commit": commit,
-           "landed": getattr(P.routines(cfg.linkage), f"cp_async_wait_{min(sets, 4) - 1}")}
+           "next_stage": next_stage, "commit": commit}
+    if cfg.widen_in == "stage":     # the groups of the k-tiles after this one may still be in flight
+        env["landed"] = getattr(P.routines(cfg.linkage), f"cp_async_wait_{sets - 1}")
     return generated("widen_tile", "ctx, sbase, A, B, z, zb, m0, n0, tid, dims, g, off, ktiles", lines, env)

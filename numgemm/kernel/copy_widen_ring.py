@@ -41,15 +41,17 @@ State = namedtuple("State", "bars copies")
 
 def routine(cfg):
     ptx = P.routines(cfg.linkage)
-    if cfg.widen_in == "stage":     # A's s4 (a_regs) lands where the consumers read it: nothing to widen
+    # What a piece's copy is, where it waits, and how it lands: from registers, or (stage) read back
+    # where cp.async put it; A's s4 (a_regs) as it came, which in the stage is where it already lies.
+    if cfg.widen_in == "stage":
         landed = device(lambda rows_in_tile, dst, regs: None)
-        commit = device(lambda: ptx.cp_async_commit())
-        threads = copy_threads.routine(cfg, _copy_to_stage, _land_staged, lambda *_: 0, commit,
-                                       device(lambda st, kt, off, ktiles: None),
-                                       (lambda *_: landed) if cfg.a_regs else None)
+        path = (_copy_to_stage, _land_staged, lambda *_: 0, device(lambda: ptx.cp_async_commit()),
+                lambda *_: landed)
     else:
-        threads = copy_threads.routine(cfg, _load_one, _land, _registers, device(lambda: None),
-                                       device(lambda st, kt, off, ktiles: None), _land_raw if cfg.a_regs else None)
+        path = (_load_one, _land, _registers, device(lambda: None), _land_raw)
+    copy_one, land_one, n_regs, commit, land_a = path
+    threads = copy_threads.routine(cfg, copy_one, land_one, n_regs, commit, device(lambda st, kt, off, ktiles: None),
+                                   land_a if cfg.a_regs else None)
     rg = copy_tma.ring(cfg, full_count=cfg.producer_threads)
 
     place = rg.place

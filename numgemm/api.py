@@ -169,6 +169,7 @@ class GemmPlan:
     workspace: object = None        # split-K: the (batch * split_k, M, N) partial sums; stream_k: a slot a CTA
     counts: object = None           # split_sum="last": a tile's arrivals (batch x tiles, int32, zeroed);
                                     # stream_k: a flag a slot's consumer warp (zeroed)
+    widened: object = None          # unpack="pass": (B's s4 bytes, the workspace its widening kernel fills)
 
     def __post_init__(self):
         from numba.cuda.cudadrv import driver
@@ -176,10 +177,11 @@ class GemmPlan:
         from .kernel import (  # the builder loads on the first plan
             argtypes,
             device_function,
+            helper_function,
             launch_args,
-            split_sum_function,
         )
-        from .kernel.split_k import THREADS, SplitSum
+        from .kernel.split_k import SplitSum
+        from .kernel.widen_pass import WidenPass
 
         self.stream = driver._to_core_stream(self.stream)
         device = cuda.get_current_device().id
@@ -191,12 +193,16 @@ class GemmPlan:
             self.args = (*self.args[:2], (self.workspace, C, self.counts), *self.args[3:])
         elif self.workspace is not None:                 # split-K: the partial sums, then their sum
             spec = SplitSum.of(self.cfg)
-            then = _Launch(split_sum_function(spec, device).handle, spec.grid(*C.shape), THREADS, 0,
+            then = _Launch(helper_function(spec, device).handle, spec.grid(*C.shape), spec.threads, 0,
                            stream, launch_args(spec.argtypes(), (self.workspace, C, self.cfg.split_k)), spec.name)
             self.args = (*self.args[:2], self.workspace, *self.args[3:])
         self.prepared = _Launch(self.cufunc.handle, self.grid, self.cfg.threads, self.cfg.smem_bytes, stream,
                                 launch_args(argtypes(self.cfg), self.args), self.cfg.name, self.cfg.cluster,
                                 then, (self.workspace, self.counts))
+        if self.widened is not None:                     # unpack="pass": B widened first, every launch
+            spec, (B, W) = WidenPass(), self.widened
+            self.prepared = _Launch(helper_function(spec, device).handle, spec.grid(B), spec.threads, 0, stream,
+                                    launch_args(spec.argtypes(), (B, W)), spec.name, then=self.prepared, keep=W)
 
     def launch(self):
         self.prepared()
@@ -351,6 +357,11 @@ def _plan(a, b, shape, preset, out, stream):
         c_aligned = tensormap.device_map_c(_bytes(C))
     tiles = cfg.grid_blocks(M, N, dev.MULTIPROCESSOR_COUNT)
     k_rows = B.shape[1] if layout == "kn" else K
+    widened = None
+    if cfg.unpack == "pass":            # the kernel's B: the s8 that the widening kernel writes before it
+        from .kernel.widen_pass import WidenPass
+        widened = (B, WidenPass.workspace(B))
+        B = widened[1]
     maps = tensormap.device_maps(A, B, cfg) if cfg.copy == "tma" else 0
     work = counts = None
     sums = np.float32 if cfg.acc == "f32" else np.int32     # a workspace's partial sums
@@ -366,7 +377,7 @@ def _plan(a, b, shape, preset, out, stream):
     # in_place: the operands used where they lie and the output the caller's.
     return GemmPlan(cfg, (A, B, C, M, N, k_rows, KB, B.shape[2], c_aligned, maps), (tiles, 1, batch * cfg.split_k),
                     result, host_out, stream, in_place=not host and not copied and out is not None, workspace=work,
-                    counts=counts)
+                    counts=counts, widened=widened)
 
 
 # --- validation and views -------------------------------------------------------

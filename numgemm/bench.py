@@ -482,6 +482,14 @@ HEADERS = ["precision", "N", "preset", "kernel", "status", "time ms", "T(FL)OPS"
            "x WMMA", "x fp16_wmma", "x library", "compile s", "host us", "launch us", "SM MHz", "W", "flags"]
 
 
+def _op_of(config_name):
+    """The instruction of a kernel from its config's name (KernelConfig.name:
+    precision_op_...), so that a stored run reads the same after the
+    registry's names change."""
+    op = config_name.split("_")[1]
+    return "mma" if op.startswith("mma") else op
+
+
 def ladder(rows, ceilings):
     """Per precision and size, the study's question at every instruction
     level, read from one run's rows: the fastest tuned WMMA, mma.sync and
@@ -491,14 +499,12 @@ def ladder(rows, ceilings):
     "" where the run has no wgmma row."""
     from tabulate import tabulate
 
-    from . import registry
-
     ok = [r for r in rows if r.status == "ok" and not math.isnan(r.ms) and r.preset in ("tuned", "library")]
     body = []
     for precision in PRECISION_ORDER:
         for n in dict.fromkeys(r.n for r in ok if r.precision == precision):
             here = [r for r in ok if r.precision == precision and r.n == n]
-            ops = {r.kernel: registry.get(r.kernel).op for r in here if r.preset == "tuned" and r.kernel != "default"}
+            ops = {r.kernel: _op_of(r.config) for r in here if r.preset == "tuned" and r.kernel != "default"}
             fastest = {op: min((r for r in here if ops.get(r.kernel) == op), key=lambda r: r.ms, default=None)
                        for op in ("wmma", "mma", "wgmma")}
             wgmma = fastest["wgmma"]

@@ -81,9 +81,12 @@ class KernelConfig:
                                # tile (widen once per k-tile on its way into shared memory:
                                # ld.global early, widen + st.shared after the tile's mmas;
                                # the warps run the s8 k32 path on s8 tiles) | tile_scaled
-                               # (wgmma: the producer widens to 16 x s8 once per k-tile; K <= max_k)
-    a_regs: bool = False       # op=wgmma, unpack=tile or tile_scaled: A reaches the stage as s4, and each
-                               # consumer widens its rows in registers (ldmatrix, then the unpack's
+                               # (wgmma: the producer widens to 16 x s8 once per k-tile; K <= max_k) |
+                               # pass (wgmma, a_regs: B widened exactly to s8 once per call, by a kernel
+                               # of its own, into a workspace that TMA copies from as INT8's B; A's s4
+                               # lands by TMA in 64-byte rows, the 64-byte swizzle, for the consumers)
+    a_regs: bool = False       # op=wgmma, unpack=tile, tile_scaled or pass: A reaches the stage as s4, and
+                               # each consumer widens its rows in registers (ldmatrix, then the unpack's
                                # widening) for wgmma with A from registers; the producer widens B only
     load_sets: int = 2         # op=wgmma, unpack=tile or tile_scaled: k-tiles the producer's loads run
                                # ahead (widen_in="registers": register sets, filled in turn; "stage": stages)
@@ -150,7 +153,7 @@ class KernelConfig:
         if self.op == "wmma":
             object.__setattr__(self, "mma_k", self.prec.wmma[2])
         if self.op == "wgmma":
-            object.__setattr__(self, "mma_k", self.shared_view.prec.wgmma_k)
+            object.__setattr__(self, "mma_k", self.wgmma_prec.wgmma_k)
         if self.op == "dp4a":
             object.__setattr__(self, "mma_k", 4)
         if not self.reg_buffers:
@@ -163,6 +166,12 @@ class KernelConfig:
     @property
     def prec(self):
         return PRECISIONS[self.precision]
+
+    @property
+    def wgmma_prec(self):
+        """The precision of the wgmma the kernel issues: INT4's are s8 (wgmma
+        has no s4 form: the s4 is widened first)."""
+        return PRECISIONS["int8"] if self.precision == "int4" else self.prec
 
     @property
     def c_dtype(self):
@@ -305,6 +314,12 @@ class KernelConfig:
         return self.prec.kbytes(self.bk)
 
     @property
+    def b_bk_bytes(self):
+        """Bytes of a k-tile in a row of B's shared tile: bk_bytes, or
+        (unpack="pass") bk, B's s8 as its widening kernel wrote it."""
+        return self.bk if self.unpack == "pass" else self.bk_bytes
+
+    @property
     def rows_a(self):
         """Rows of A in one stage's shared tile (per warp with private tiles)."""
         return self.warp_tile[0] if self.private_tiles else self.bm
@@ -379,8 +394,9 @@ class KernelConfig:
 
     @property
     def tma_box_bytes(self):
-        """copy="tma": the bytes of a row of A's box and of each B box."""
-        return SWIZZLE_BYTES, self.b_swizzle
+        """copy="tma": the bytes of a row of A's box and of each B box (each
+        box lands in the swizzle of that span; unpack="pass": A's s4, 64)."""
+        return self.bk_bytes if self.unpack == "pass" else SWIZZLE_BYTES, self.b_swizzle
 
     @property
     def tma_box_rows(self):
@@ -406,7 +422,7 @@ class KernelConfig:
         bytes (nk), or rows of 16-bit units of k (kn)."""
         if self.b_layout == "kn":
             return self.bk // self.prec.k_per_unit, 2 * self.rows_b
-        return self.rows_b, self.bk_bytes
+        return self.rows_b, self.b_bk_bytes
 
     @property
     def b_copy_bytes(self):
@@ -651,10 +667,10 @@ class KernelConfig:
             err.append(f"out=f16 stores the halves of 16 columns a quad: warp tile {wm}x{wn}")
         if self.linkage not in ("inline", "link"):
             err.append("linkage must be inline or link")
-        if self.unpack not in ("none", "register", "scaled", "tile", "tile_scaled"):
-            err.append("unpack must be none, register, scaled, tile or tile_scaled")
-        if self.unpack == "tile_scaled" and self.op != "wgmma":
-            err.append("unpack=tile_scaled is the wgmma producer's widening")
+        if self.unpack not in ("none", "register", "scaled", "tile", "tile_scaled", "pass"):
+            err.append("unpack must be none, register, scaled, tile, tile_scaled or pass")
+        if self.unpack in ("tile_scaled", "pass") and self.op != "wgmma":
+            err.append(f"unpack={self.unpack} is a wgmma kernel's widening")
         if self.unpack != "none" and (self.precision != "int4" or self.op not in ("mma", "wgmma")):
             err.append("unpack applies to int4 mma and wgmma kernels")
         if self.stage_c and (self.op != "wgmma" or self.widens_tile):
@@ -695,17 +711,18 @@ class KernelConfig:
         if self.warps_n != 1 or self.warps_k != 1 or self.warps_m % 4 or self.bm != 16 * self.warps_m:
             err.append(f"wgmma: consumer warpgroups of 64 rows (warps_m = bm / 16, a multiple of 4; "
                        f"warps_n = warps_k = 1), got bm={self.bm}, warps {self.warps_m}x{self.warps_n}x{self.warps_k}")
-        if self.shared_view.bk_bytes != SWIZZLE_BYTES:
+        if self.shared_view.b_bk_bytes != SWIZZLE_BYTES:
             err.append(f"wgmma reads rows of {SWIZZLE_BYTES} bytes of K in the swizzle: bk={self.bk} is "
-                       f"{self.shared_view.bk_bytes} bytes in shared memory")
-        if not self.shared_view.prec.wgmma or self.bn not in WGMMA_PARTS or \
+                       f"{self.shared_view.b_bk_bytes} bytes in shared memory")
+        if not self.wgmma_prec.wgmma or self.bn not in WGMMA_PARTS or \
                 (self.bn in _F16_KN_ONLY and (self.precision != "fp16" or self.b_layout != "kn")):
             err.append(f"wgmma: routines for N = 128 and 256 with f16 or s8 operands (and 32, 64, 192 and 320, "
                        f"320 as 256 + 64, with f16 B as K x N), got bn={self.bn}, {self.precision}")
         if self.copy != ("cp_async" if self.widens_tile else "tma") or self.linkage != "inline" \
-                or self.unpack not in ("none", "tile", "tile_scaled"):
-            err.append("wgmma: its stages come by TMA (copy=tma), or for INT4 widened by the producer "
-                       "warpgroup's own loads (unpack=tile or tile_scaled, copy=cp_async); its routines inline")
+                or self.unpack not in ("none", "tile", "tile_scaled", "pass"):
+            err.append("wgmma: its stages come by TMA (copy=tma; INT4 unpack=pass), or for INT4 widened by the "
+                       "producer warpgroup's own loads (unpack=tile or tile_scaled, copy=cp_async); its routines "
+                       "inline")
         if self.widens_tile and (self.cluster != 1 or self.bk_bytes * 2 != SWIZZLE_BYTES):
             err.append("wgmma widening: no cluster, a k-tile of 64 bytes of s4 (128 of s8)")
         if (self.load_sets != 2 or self.widen_in != "registers") and not (self.widens_tile and self.op == "wgmma"):
@@ -715,9 +732,11 @@ class KernelConfig:
         elif not 1 <= self.load_sets <= (4 if self.widen_in == "registers" else self.stages - 1):
             err.append(f"load_sets must be 1..{4 if self.widen_in == 'registers' else self.stages - 1} "
                        f"(widen_in={self.widen_in}), got {self.load_sets}")
-        if self.a_regs and not self.widens_tile:
+        if self.a_regs != (self.unpack == "pass") and not self.widens_tile:
             err.append("a_regs: A widened by the consumers for wgmma with A from registers (unpack=tile or "
-                       "tile_scaled)")
+                       "tile_scaled; with unpack=pass, always)")
+        if self.unpack == "pass" and (self.bk_bytes * 2 != SWIZZLE_BYTES or self.b_layout != "nk"):
+            err.append("unpack=pass: a k-tile of 64 bytes of s4 (128 of s8), B as N x K")
         if self.cluster not in (1, 2) or self.rows_b % (self.cluster * 8):
             err.append(f"wgmma: cluster 1 or 2, splitting B's tile into whole boxes, got {self.cluster}")
         if self.multicast not in ("a", "b") or (self.multicast == "a" and (
@@ -726,7 +745,7 @@ class KernelConfig:
                        f"rows of it), got {self.multicast!r} with cluster={self.cluster}, bm={self.bm}")
         if self.persistent and self.min_blocks != 1:
             err.append("persistent: one block per SM (min_blocks=1)")
-        if self.shared_view.precision == "int8" and self.b_layout != "nk":
+        if self.wgmma_prec.name == "int8" and self.b_layout != "nk":
             err.append("wgmma: integer B is K-major only (b_layout=nk)")
         return err
 

@@ -109,19 +109,24 @@ def _families(preset):
         # C as torch.matmul returns it (cuBLAS's hsh kernels): the f32 sums rounded to half as they
         # are stored, half the bytes of the default float32 C.
         families["fp16"]["fp16_wgmma_c16"] = families["fp16"]["fp16_wgmma"].replace(out="f16")
-        # INT4: wgmma has no s4 form; the producer warpgroup loads the s4 tiles (64 bytes a
-        # row per k-tile) and widens B into the stages, to 16 x s8 (K <= 131071) or exactly;
-        # each consumer widens its own A rows in registers (ldmatrix of the s4 the producer
-        # stored as it came) for wgmma with A from registers, in the registers setmaxnreg
-        # moves to it from the producer (KernelConfig.register_split).
-        int4_wgmma = int4.replace(**dict(wgmma, copy="cp_async", cluster=1, stage_c=False), bk=128, stages=4,
-                                  min_blocks=1, unpack="tile_scaled", reg_buffers=0, a_regs=True)
-        families["int4"]["int4_wgmma_unpack_s8"] = int4_wgmma
-        families["int4"]["int4_wgmma_unpack_s8_exact"] = int4_wgmma.replace(unpack="tile")
-        # The producer widening A too (the first cut), and both in 128 x 128 tiles.
-        families["int4"]["int4_wgmma_unpack_s8_pw"] = int4_wgmma.replace(a_regs=False)
-        families["int4"]["int4_wgmma_unpack_s8_128"] = int4_wgmma.replace(bn=128, a_regs=False)
-        families["int4"]["int4_wgmma_unpack_s8_rs"] = int4_wgmma.replace(bn=128)
+        # INT4: wgmma has no s4 form. B is widened to s8 once per call, by a kernel of its own
+        # (numgemm/kernel/widen_pass.py), into a workspace that TMA copies as INT8's; A's s4
+        # comes by TMA and each consumer widens its rows in registers, for wgmma with A from
+        # registers: INT8's block otherwise, in 5 stages (A's are half INT8's).
+        families["int4"]["int4_wgmma_unpack_s8"] = int4.replace(**dict(wgmma, unpack="pass", a_regs=True), bk=128,
+                                                                stages=5, min_blocks=1, reg_buffers=0)
+        # _ld: the producer warpgroup loads the s4 tiles itself (64 bytes a row per k-tile) and
+        # widens B into the stages, to 16 x s8 (K <= 131071) or exactly (_exact), in every
+        # CTA that reads it; the consumers widen A as above, in the registers setmaxnreg moves
+        # to them from the producer (KernelConfig.register_split). _pw: the producer widens A
+        # too; _128 and _rs: both ways in 128 x 128 tiles.
+        ld = int4.replace(**dict(wgmma, copy="cp_async", cluster=1, stage_c=False), bk=128, stages=4,
+                          min_blocks=1, unpack="tile_scaled", reg_buffers=0, a_regs=True)
+        families["int4"]["int4_wgmma_unpack_s8_ld"] = ld
+        families["int4"]["int4_wgmma_unpack_s8_ld_exact"] = ld.replace(unpack="tile")
+        families["int4"]["int4_wgmma_unpack_s8_ld_pw"] = ld.replace(a_regs=False)
+        families["int4"]["int4_wgmma_unpack_s8_ld_128"] = ld.replace(bn=128, a_regs=False)
+        families["int4"]["int4_wgmma_unpack_s8_ld_rs"] = ld.replace(bn=128)
         families["int8"]["int8_ptx_mma_k32_m16"] = int8.replace(bk=512, stages=4, warps_n=4, warps_k=2, **skinny)
         families["fp16"]["fp16_ptx_mma_m16"] = fp16.replace(bk=256, stages=4, warps_n=4, warps_k=2, **skinny)
         families["int4"]["int4_ptx_unpack_s8_m16"] = int4.replace(bk=512, stages=4, unpack="scaled",
@@ -187,13 +192,13 @@ def unknown(name, preset="tuned"):
 def default(precision, b_layout, preset="tuned", cc=None, m=None, k=None):
     """The kernel gemm() uses: per precision and B layout; for INT4 the one that
     suits the GPU (widening to s8 where s4 mma is emulated: sm_90, for wgmma
-    there; exactly where K is past the scaled widening's reach); for M <= 16 the small-M
+    there, exactly; elsewhere exactly where K is past the scaled widening's reach); for M <= 16 the small-M
     tiling where there is one; on sm_90 the precision's wgmma kernel, else the
     mma kernel's copy="tma" twin, where there is one."""
     if precision == "int4" and b_layout == "nk" and cc is not None:
         name = "int4_ptx_mma_k64" if has_native_s4_mma(cc) else "int4_ptx_unpack_s8"
         if tuple(cc) >= (9, 0) and "int4_wgmma_unpack_s8" in REGISTRY[preset] and (m is None or m > 16):
-            name = "int4_wgmma_unpack_s8"       # sm_90a: widened by the producer, then wgmma
+            name = "int4_wgmma_unpack_s8"       # sm_90a: B widened by a kernel of its own, A by the consumers
         if k is not None and REGISTRY[preset][name].max_k is not None and k > REGISTRY[preset][name].max_k:
             return REGISTRY[preset][f"{name}_exact"]
     else:
@@ -223,7 +228,7 @@ CHOICES = {
     "fp16": ("fp16_ptx_mma", "fp16_ptx_tma", "fp16_ptx_mma_m16", "fp16_wgmma", "fp16_wgmma_cl1"),
     "int8": ("int8_ptx_mma_k32", "int8_ptx_tma", "int8_ptx_mma_k32_m16", "int8_wgmma", "int8_wgmma_cl1"),
     "int4": ("int4_ptx_mma_k64", "int4_ptx_unpack_s8", "int4_ptx_unpack_s8_tma", "int4_ptx_unpack_s8_m16",
-             "int4_wgmma_unpack_s8"),
+             "int4_wgmma_unpack_s8", "int4_wgmma_unpack_s8_ld"),
 }
 
 
@@ -244,10 +249,13 @@ def choices(precision, cc):
 def describe_default(precision, cc, preset="tuned"):
     """One line saying which INT4 kernel suits this GPU, and why."""
     cfg = default(precision, "nk", preset, cc)
-    where = "by the producer warpgroup on its way into shared memory, for wgmma" if cfg.op == "wgmma" \
-        else "in registers"
-    why = ("s4 mma.sync is native here" if has_native_s4_mma(cc) else
-           f"s4 mma.sync is emulated here, so s4 is widened to s8 {where} "
-           f"(to 16 x s8 for K <= {cfg.max_k}, exactly beyond)")
+    if has_native_s4_mma(cc):
+        why = "s4 mma.sync is native here"
+    elif cfg.unpack == "pass":
+        why = ("s4 mma.sync is emulated here and wgmma has no s4 form, so s4 is widened to s8 exactly: B by a "
+               "kernel of its own before the GEMM, A by the wgmma consumers in registers")
+    else:
+        why = (f"s4 mma.sync is emulated here, so s4 is widened to s8 in registers "
+               f"(to 16 x s8 for K <= {cfg.max_k}, exactly beyond)")
     name = next(n for n, c in REGISTRY[preset].items() if c is cfg)
     return f"{precision} default on sm_{cc[0]}{cc[1]}: {name} ({why})"

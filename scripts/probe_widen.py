@@ -4,7 +4,7 @@ variants.py prints FAIL beside their times).
 
     python scripts/probe_widen.py /tmp/probe_noload noload
     cd /tmp/probe_noload && PYTHONPATH=/tmp/probe_noload NUMGEMM_CACHE_DIR=/tmp/cache_noload \\
-        python <repo>/scripts/variants.py 8192,4096 int4_wgmma_unpack_s8: int4_wgmma_unpack_s8_pw:
+        python <repo>/scripts/variants.py 8192,4096 int4_wgmma_unpack_s8_ld: int4_wgmma_unpack_s8_ld_pw:
 
 Probes: nofence (no fence.proxy.async before the producer arrives), nostore
 (the producer lands nothing in the stages), noalu (the s4 words stored as

@@ -257,6 +257,32 @@ def test_a_repeated_call_reads_the_new_data(lib, k, split, rng):
 
 
 @pytest.mark.gpu
+def test_a_repeated_int4_call_widens_the_new_b(rng):
+    """INT4 on sm_90: the prepared launch is two (B widened into the plan's
+    workspace, then the GEMM), and both run on every call: new data written
+    into the same B gives the new product."""
+    from numba import cuda
+
+    from numgemm import api, registry
+    from numgemm.quant import pack_int4
+
+    cfg = registry.get("int4_wgmma_unpack_s8")
+    if cfg.unsupported(tuple(cuda.get_current_device().compute_capability)):
+        pytest.skip(cfg.unsupported(tuple(cuda.get_current_device().compute_capability)))
+    a, bt = rng.integers(-8, 8, (300, 256)), rng.integers(-8, 8, (520, 256))
+    da, dbt = cuda.to_device(pack_int4(a)), cuda.to_device(pack_int4(bt))
+    out = cuda.device_array((300, 520), np.int32)
+    for i in range(3):
+        if i:
+            a, bt = rng.integers(-8, 8, (300, 256)), rng.integers(-8, 8, (520, 256))
+            da.copy_to_device(pack_int4(a)), dbt.copy_to_device(pack_int4(bt))
+        numgemm.gemm(da, numgemm.transposed(dbt), precision="int4", out=out, kernel="int4_wgmma_unpack_s8", k=256)
+        np.testing.assert_array_equal(out.copy_to_host(), a.astype(np.int64) @ bt.T.astype(np.int64))
+    launch = next(reversed(api._LAUNCHES.values()))
+    assert launch.name == "widen_pass_s4_s8" and launch.then.name == cfg.name
+
+
+@pytest.mark.gpu
 def test_unaligned_k_is_padded(rng):
     """K whose rows are not whole 16-byte copies: gemm pads a copy, and stays exact."""
     a = rng.integers(-128, 128, (33, 77), dtype=np.int8)

@@ -147,14 +147,36 @@ def test_a_from_registers_is_the_int4_wgmma_consumers():
     the exact twin keeps A in registers."""
     from numgemm import registry
 
-    rs = registry.get("int4_wgmma_unpack_s8_rs")
-    assert rs == registry.get("int4_wgmma_unpack_s8_128").replace(a_regs=True) and rs.name.endswith("_aregs")
-    assert not rs.shared_view.a_regs and rs.stage_bytes == registry.get("int4_wgmma_unpack_s8_128").stage_bytes
+    rs = registry.get("int4_wgmma_unpack_s8_ld_rs")
+    assert rs == registry.get("int4_wgmma_unpack_s8_ld_128").replace(a_regs=True) and rs.name.endswith("_aregs")
+    assert not rs.shared_view.a_regs and rs.stage_bytes == registry.get("int4_wgmma_unpack_s8_ld_128").stage_bytes
     assert rs.exact_twin.a_regs and rs.exact_twin.unpack == "tile"
     with pytest.raises(ValueError, match="a_regs is the INT4 wgmma kernels'"):
         KernelConfig("int4", unpack="scaled", a_regs=True)
     with pytest.raises(ValueError, match="a_regs: A widened by the consumers"):
         registry.get("int8_wgmma").replace(a_regs=True)
+
+
+def test_widening_pass_stages_a_narrow_and_b_wide():
+    """unpack="pass": TMA lands A's s4 in 64-byte rows (the 64-byte swizzle)
+    and B's s8, which a kernel of its own widened, in 128-byte rows; the
+    kernel is INT8's TMA block otherwise (its register split, its s8 wgmma),
+    exact at any K. It is for INT4 wgmma with A from registers, a k-tile of
+    128, B as N x K."""
+    from numgemm import registry
+
+    cfg = registry.get("int4_wgmma_unpack_s8")
+    assert cfg.unpack == "pass" and cfg.copy == "tma" and not cfg.widens_tile and cfg.shared_view is cfg
+    assert cfg.tma_box_bytes == (64, 128) and cfg.pitch_a == 64 and cfg.b_tile_shape == (256, 128)
+    assert cfg.stage_bytes == 128 * 64 + 256 * 128 and cfg.register_split == (40, 232)
+    assert cfg.mma_k == 32 and cfg.wgmma_prec.name == "int8" and cfg.max_k is None and not cfg.scaled
+    assert cfg.name.endswith("_unpackpass_tma_cl2_pers_aregs_sc")
+    with pytest.raises(ValueError, match=r"with unpack=pass, always"):
+        cfg.replace(a_regs=False)
+    with pytest.raises(ValueError, match="unpack=pass: a k-tile of 64 bytes of s4"):
+        cfg.replace(bk=256)
+    with pytest.raises(ValueError, match="unpack=pass is a wgmma kernel's widening"):
+        KernelConfig("int4", unpack="pass")
 
 
 def test_register_split_fills_the_launch_bounds_pool():
@@ -166,13 +188,13 @@ def test_register_split_fills_the_launch_bounds_pool():
 
     assert registry.get("int8_wgmma").register_split == (40, 232)
     assert registry.get("int8_ptx_mma_k32").register_split is None
-    for cfg in (registry.get("int4_wgmma_unpack_s8"), registry.get("int4_wgmma_unpack_s8_pw"),
-                registry.get("int4_wgmma_unpack_s8_rs"), registry.get("int8_wgmma")):
+    for cfg in (registry.get("int4_wgmma_unpack_s8_ld"), registry.get("int4_wgmma_unpack_s8_ld_pw"),
+                registry.get("int4_wgmma_unpack_s8_ld_rs"), registry.get("int8_wgmma")):
         producer, consumer = cfg.register_split
         entry = 65536 // cfg.threads // 8 * 8
         assert producer % 8 == 0 == consumer % 8 and producer < entry <= consumer <= 248
         assert producer * cfg.producer_threads + consumer * (cfg.threads - cfg.producer_threads) <= entry * cfg.threads
-    wide = registry.get("int4_wgmma_unpack_s8")
+    wide = registry.get("int4_wgmma_unpack_s8_ld")
     assert wide.register_split == (128, 184)            # two sets of 48 registers a thread, 32 beside
     assert wide.replace(load_sets=1).register_split == (80, 208)
     assert wide.replace(load_sets=3).register_split is None     # 176 > 168: nothing to move
@@ -181,7 +203,7 @@ def test_register_split_fills_the_launch_bounds_pool():
 def test_load_sets_are_the_widening_producers():
     from numgemm import registry
 
-    wide = registry.get("int4_wgmma_unpack_s8")
+    wide = registry.get("int4_wgmma_unpack_s8_ld")
     assert wide.replace(load_sets=1).name.endswith("_ls1") and wide.name == wide.replace(load_sets=2).name
     assert wide.replace(load_sets=3).shared_view.load_sets == 2
     with pytest.raises(ValueError, match=r"load_sets must be 1..4 \(widen_in=registers\), got 5"):

@@ -214,7 +214,7 @@ def skip_unless_it_runs_here(cfg):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["fp16_ptx_tma", "int8_ptx_tma", "int4_ptx_unpack_s8_tma", "fp16_wgmma", "int8_wgmma",
-                                  "int4_wgmma_unpack_s8"])
+                                  "int4_wgmma_unpack_s8_ld", "int4_wgmma_unpack_s8"])
 def test_tma_operands_of_every_shape(name, rng):
     """copy="tma" (sm_90): the tensor maps follow the operands: one whole
     tile, edges on every side with K short of one k-tile, a 1 x 1 output,
@@ -241,14 +241,16 @@ def test_tma_operands_of_every_shape(name, rng):
 @pytest.mark.gpu
 @pytest.mark.parametrize("name,fields", [("fp16_wgmma", dict(cluster=2)), ("fp16_wgmma", dict(persistent=True)),
                                          ("int8_wgmma", dict(cluster=2, persistent=True)),
-                                         ("int4_wgmma_unpack_s8", dict(persistent=False)),
-                                         ("int4_wgmma_unpack_s8_exact", {}),
-                                         ("int4_wgmma_unpack_s8_pw", {}),
-                                         ("int4_wgmma_unpack_s8", dict(widen_in="stage", stages=3)),
-                                         ("int4_wgmma_unpack_s8_pw", dict(widen_in="stage", stages=3)),
-                                         ("int4_wgmma_unpack_s8_exact", dict(widen_in="stage", load_sets=1,
+                                         ("int4_wgmma_unpack_s8_ld", dict(persistent=False)),
+                                         ("int4_wgmma_unpack_s8_ld_exact", {}),
+                                         ("int4_wgmma_unpack_s8_ld_pw", {}),
+                                         ("int4_wgmma_unpack_s8_ld", dict(widen_in="stage", stages=3)),
+                                         ("int4_wgmma_unpack_s8_ld_pw", dict(widen_in="stage", stages=3)),
+                                         ("int4_wgmma_unpack_s8_ld_exact", dict(widen_in="stage", load_sets=1,
                                                                              persistent=False)),
-                                         ("int4_wgmma_unpack_s8_rs", dict(persistent=False)),
+                                         ("int4_wgmma_unpack_s8_ld_rs", dict(persistent=False)),
+                                         ("int4_wgmma_unpack_s8", dict(cluster=1, persistent=False)),
+                                         ("int4_wgmma_unpack_s8", dict(bn=128, stage_c=False)),
                                          ("fp16_wgmma", dict(b_layout="nk", cluster=2, persistent=True)),
                                          ("fp16_wgmma", dict(bn=128)), ("int8_wgmma", dict(bn=128, cluster=1)),
                                          ("int8_wgmma", dict(bm=64, warps_m=4, bn=128)),
@@ -344,7 +346,7 @@ def test_int4_default_suits_the_gpu(rng):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["int4_ptx_unpack_s8", "int4_wgmma_unpack_s8", "int4_wgmma_unpack_s8_rs"])
+@pytest.mark.parametrize("name", ["int4_ptx_unpack_s8", "int4_wgmma_unpack_s8_ld", "int4_wgmma_unpack_s8_ld_rs"])
 def test_scaled_widening_is_exact_to_its_k_limit(name, rng):
     """The scaled widening sums 256 x each product: exact up to max_k, where a
     row of -8 against a row of -8 brings the sum to the edge of s32; past it,
@@ -444,7 +446,7 @@ def test_staged_c_stores_whole_lines(name, fields):
     assert b.instructions.count("LDS.128") == b.instructions.count("STG.E.128") == per_thread
     assert b.local_bytes == 0 and cfg.c_stage_bytes == cfg.warps_m * 16 * cfg.c_stage_pitch
     with pytest.raises(ValueError, match="stage_c"):
-        registry.get("int4_wgmma_unpack_s8").replace(stage_c=True)
+        registry.get("int4_wgmma_unpack_s8_ld").replace(stage_c=True)
 
 
 @pytest.mark.parametrize("name", ["fp16_wgmma_c16", "fp16_wgmma", "int8_wgmma_cl1"])
@@ -506,7 +508,8 @@ def test_a_from_registers_feeds_wgmma_registers():
     no serialised wgmma (a ptxas performance report fails the build)."""
     import re
 
-    for cfg in (registry.get("int4_wgmma_unpack_s8_rs"), registry.get("int4_wgmma_unpack_s8")):
+    for cfg in (registry.get("int4_wgmma_unpack_s8_ld_rs"), registry.get("int4_wgmma_unpack_s8_ld"),
+                registry.get("int4_wgmma_unpack_s8")):
         b = build_config(cfg, "sm_90")
         gmma = [i for i in b.sass.splitlines() if "IGMMA" in i]
         assert gmma and all(re.search(r"IGMMA\.\S+ R\d+, R\d+, gdesc", i) for i in gmma), gmma[:2]
@@ -524,7 +527,7 @@ def test_load_sets_are_the_producers_loads_in_flight():
     of a k-tile's loads, each filled once an iteration (an iteration of
     load_sets k-tiles, written out), in the registers register_split leaves it;
     widen_in="stage" copies them into the stages instead."""
-    base = registry.get("int4_wgmma_unpack_s8")
+    base = registry.get("int4_wgmma_unpack_s8_ld")
     loads = {}
     for sets in (1, 2):
         b = build_config(base.replace(load_sets=sets), "sm_90")
@@ -536,10 +539,53 @@ def test_load_sets_are_the_producers_loads_in_flight():
     assert b.local_bytes == 0 and b.count("LDGSTS") > 0 and b.count("LDG.E") == 0 and b.count("LDS.128") > 0
 
 
+def test_widening_pass_builds_for_every_target():
+    """unpack="pass"'s first kernel: one 16-byte load and two 16-byte stores
+    a thread, the widening inline, no local memory."""
+    from numgemm.kernel import helper_cubin
+    from numgemm.kernel.widen_pass import WidenPass
+    from numgemm.sass import read_cubin
+    from numgemm.toolchain import TARGETS, parse_target
+
+    for target in TARGETS:
+        cubin, entry = helper_cubin(WidenPass(), parse_target(target))
+        b = read_cubin(cubin, entry, "widen_pass", target, 0.0)
+        assert "widen_pass" in entry and b.count("LDG.E.128") == 1 and b.count("STG.E.128") == 2
+        assert b.calls == 0 and b.local_bytes == 0
+
+
+@pytest.mark.gpu
+def test_widening_pass_lays_b_out_as_the_consumers_read_a(rng):
+    """Each 16-byte piece of s4 (32 k) becomes 32 bytes of s8: the even
+    elements of its four words, then their odd ones, each s4 its value; in
+    a batch of B views whose rows lie inside wider ones."""
+    from numba import cuda
+
+    from numgemm.api import _Launch
+    from numgemm.kernel import helper_function, launch_args
+    from numgemm.kernel.widen_pass import WidenPass
+
+    vals = rng.integers(-8, 8, (2, 40, 96))
+    packed = pack_int4(vals.reshape(80, 96)).reshape(2, 40, 48)
+    wide = np.zeros((2, 40, 64), np.uint8)              # rows 64 bytes apart, 48 of them s4
+    wide[:, :, :48] = packed
+    B = cuda.to_device(wide)[:, :, :48]
+    spec = WidenPass()
+    W = spec.workspace(B)
+    W.copy_to_device(np.full(W.shape, 0x55, np.uint8))
+    _Launch(helper_function(spec, cuda.get_current_device().id).handle, spec.grid(B), spec.threads, 0, 0,
+            launch_args(spec.argtypes(), (B, W)), spec.name)()
+    got = W.copy_to_host().view(np.int8).astype(np.int64)
+    pieces = vals.reshape(2, 40, 3, 4, 8)                   # piece, word, element
+    want = np.concatenate([pieces[..., 0::2].reshape(2, 40, 3, 16), pieces[..., 1::2].reshape(2, 40, 3, 16)],
+                          axis=-1).reshape(2, 40, 96)
+    np.testing.assert_array_equal(got, want)
+
+
 def test_split_k_changes_only_the_k_range():
     """split_k: the same k loop (mmas and copies) as the kernel it splits; the
     split-K sum builds for every target."""
-    from numgemm.kernel import split_sum_cubin
+    from numgemm.kernel import helper_cubin
     from numgemm.kernel.split_k import SplitSum
     from numgemm.toolchain import TARGETS, parse_target
 
@@ -549,7 +595,7 @@ def test_split_k_changes_only_the_k_range():
         assert one.mmas == four.mmas and one.shape.count("G") == four.shape.count("G")
     for spec in (SplitSum("f32"), SplitSum("s32"), SplitSum("f32", "f16")):
         for target in TARGETS:
-            cubin, entry = split_sum_cubin(spec, parse_target(target))
+            cubin, entry = helper_cubin(spec, parse_target(target))
             assert cubin[:4] == b"\x7fELF" and "split_sum" in entry
 
 
@@ -653,7 +699,8 @@ def test_stream_k_sums_every_k_tile_once(name, fields, rng):
 @pytest.mark.parametrize("name,split", [("int8_ptx_mma_k32_m16", 4), ("int8_ptx_mma_k32", 2), ("fp16_ptx_mma", 3),
                                         ("fp16_ptx_mma_m16", 2), ("int4_ptx_unpack_s8_m16", 2), ("fp16_wmma", 2),
                                         ("int8_ptx_tma", 4), ("int4_ptx_unpack_s8_tma", 8), ("fp16_wgmma", 2),
-                                        ("int8_wgmma_cl1", 3), ("int4_wgmma_unpack_s8", 2), ("int4_wgmma_unpack_s8_rs", 2), ("int8_ptx_mma_k32_m16", -4),
+                                        ("int8_wgmma_cl1", 3), ("int4_wgmma_unpack_s8_ld", 2), ("int4_wgmma_unpack_s8_ld_rs", 2),
+                                        ("int4_wgmma_unpack_s8", 2), ("int8_ptx_mma_k32_m16", -4),
                                         ("fp16_ptx_mma", -3), ("int4_ptx_unpack_s8_m16", -2), ("fp16_wmma", -2),
                                         ("int8_ptx_tma", -4)])
 def test_split_k_sums_every_k_tile(name, split, rng):

@@ -63,10 +63,17 @@ def test_default_kernel_per_layout():
         registry.default("int8", "kn")
 
 
-def test_int4_default_widens_scaled_within_its_k_reach():
-    scaled = registry.default("int4", "nk", cc=(9, 0), k=4096)
-    assert scaled is registry.get("int4_wgmma_unpack_s8") and scaled.scaled
-    assert registry.default("int4", "nk", cc=(9, 0), k=scaled.max_k + 1) is registry.get("int4_wgmma_unpack_s8_exact")
+def test_int4_default_widens_exactly_or_within_its_k_reach():
+    """sm_90: the wgmma kernel whose B is widened by a kernel of its own,
+    exact at any K; a kernel that widens to 16 x s8 has an exact twin past
+    its K bound."""
+    hopper = registry.default("int4", "nk", cc=(9, 0), k=4096)
+    assert hopper is registry.get("int4_wgmma_unpack_s8") and hopper.unpack == "pass" and hopper.max_k is None
+    assert registry.default("int4", "nk", cc=(9, 0), k=1 << 24) is hopper
+    assert "B by a kernel of its own" in registry.describe_default("int4", (9, 0))
+    scaled = registry.get("int4_wgmma_unpack_s8_ld")
+    assert scaled.scaled and scaled.exact_twin == registry.get("int4_wgmma_unpack_s8_ld_exact")
+    assert registry.default("int4", "nk", "paper", cc=(9, 0), k=1 << 20).max_k is None
     assert registry.default("int4", "nk", cc=(8, 9), k=1 << 20).unpack == "none"
     small_m = registry.default("int4", "nk", cc=(9, 0), m=16, k=8192)
     assert small_m is registry.get("int4_ptx_unpack_s8_m16") and small_m.bm == 16

@@ -13,6 +13,7 @@
     copy_widen_ring.py ... by the producer warpgroup, into the wgmma ring
     copy_tma.py        the TMA unit, an mbarrier per stage (sm_90)
     split_k.py         split-K's second kernel: the partial sums added into C
+    widen_pass.py      INT4 unpack="pass": B widened to s8 by a kernel before the GEMM
     copy_threads.py    what the two per-thread copy paths share
     dp4a.py            INT8 on the CUDA cores (no tensor cores, no seams)
     regs.py            Numba register plumbing (getters, setters, generated code)
@@ -140,10 +141,11 @@ def device_cubin(cfg, cc):
     return _cached_cubin(cfg, kernel_function, argtypes(cfg), _options(cfg), cc, cfg.arch_specific)
 
 
-def split_sum_cubin(spec, cc):
-    """(cubin, entry name) of a split-K sum (split_k.SplitSum)."""
+def helper_cubin(spec, cc):
+    """(cubin, entry name) of a GEMM's helper kernel: split-K's sum
+    (split_k.SplitSum) or unpack="pass"'s widening (widen_pass.WidenPass)."""
     return _cached_cubin(spec, lambda _: spec.function(), spec.argtypes(),
-                         {"launch_bounds": [split_k.THREADS, 1], "lto": True, "nvvm": NVVM_OPTIONS}, cc, False)
+                         {"launch_bounds": [spec.threads, 1], "lto": True, "nvvm": NVVM_OPTIONS}, cc, False)
 
 
 def _cached_cubin(what, pyfunc_of, types_, options, cc, strict):
@@ -198,9 +200,9 @@ def device_function(cfg, device_id):
 
 
 @functools.cache
-def split_sum_function(spec, device_id):
-    """A split-K sum (split_k.SplitSum), loaded as device_function loads a kernel."""
-    return _loaded(split_sum_cubin, spec, device_id)
+def helper_function(spec, device_id):
+    """A helper kernel (helper_cubin), loaded as device_function loads a kernel."""
+    return _loaded(helper_cubin, spec, device_id)
 
 
 def _loaded(cubin_of, what, device_id):

@@ -1,7 +1,8 @@
 """The TMA copy path (sm_90): one thread has the tensor memory accelerator
 copy each operand's whole k-tile; the warps wait on the stage's mbarrier.
 
-A's k-tile is one box of bm rows of 128 bytes of K; B's is one box (N x K)
+A's k-tile is one box of bm rows of 128 bytes of K (INT4 unpack="pass": 64
+bytes of s4, in the 64-byte swizzle); B's is one box (N x K)
 or boxes side by side, each 128 bytes of N wide (K x N; one of 64 bytes for
 a wgmma tile 32 columns wide). The TMA unit lands them in the swizzle of
 their rows' span, zero-fills what lies outside the matrix, and
@@ -104,7 +105,7 @@ def routine(cfg):
     b_span = cfg.b_swizzle                  # a B box's row bytes
     b_boxes = cfg.b_tile_shape[1] // b_span
     b_box_bytes = cfg.b_tile_shape[0] * b_span
-    bkb, kn, b_esize, bk_units = cfg.bk_bytes, cfg.b_layout == "kn", 2, cfg.bk // cfg.prec.k_per_unit
+    bkb, b_bkb, kn, b_esize, bk_units = cfg.bk_bytes, cfg.b_bk_bytes, cfg.b_layout == "kn", 2, cfg.bk // cfg.prec.k_per_unit
     producer = cfg.producer_threads > 0
     cl = cfg.cluster
     # A cluster's CTAs share B: each loads 1 / cl of it (N x K: rows; K x N: boxes,
@@ -112,7 +113,7 @@ def routine(cfg):
     share_rows, share_boxes = cfg.tma_box_rows[1], b_boxes // cl
     mask = u32((1 << cl) - 1)
     # multicast="a": they share A instead, each its rows of the tile (whole swizzle periods).
-    share_a, a_rows = cl > 1 and cfg.multicast == "a", cfg.tma_box_rows[0]
+    share_a, a_rows, a_span = cl > 1 and cfg.multicast == "a", cfg.tma_box_rows[0], cfg.tma_box_bytes[0]
 
     place = rg.place
 
@@ -136,7 +137,7 @@ def routine(cfg):
     def stage(st, kt, off, inside):
         kb0 = i32(kt * bkb)
         # B's first box: at (k byte, n row) of N x K B; at (n byte, k row) of K x N B
-        b0, b1 = (i32(st.row_b * b_esize), i32(kt * bk_units)) if kn else (kb0, st.row_b)
+        b0, b1 = (i32(st.row_b * b_esize), i32(kt * bk_units)) if kn else (i32(kt * b_bkb), st.row_b)
         return Boxes(st.sbase + off, kb0, rg.full(st.bars, off), st.issuer, st.rank, st.tmaps, st.row_a, b0, b1,
                      i32(st.z), i32(st.zb))
 
@@ -147,7 +148,7 @@ def routine(cfg):
             ptx.mbarrier_arrive_expect_tx(bx.bar, u32(stage_bytes))
             if share_a:                 # this CTA's rows of A, to every CTA
                 rows = bx.rank * u32(a_rows)
-                ptx.tma_load_3d_multicast(bx.dst + rows * u32(SWIZZLE_BYTES), bx.tmaps,
+                ptx.tma_load_3d_multicast(bx.dst + rows * u32(a_span), bx.tmaps,
                                           (bx.kb0, bx.row_a + i32(rows), bx.z), bx.bar, mask)
             else:
                 ptx.tma_load_3d(bx.dst, bx.tmaps, (bx.kb0, bx.row_a, bx.z), bx.bar)

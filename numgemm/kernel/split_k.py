@@ -40,6 +40,7 @@ class SplitSum:
 
     acc: str                    # f32 | s32
     out: str = ""               # KernelConfig.out: "" C in acc | f16 (f32 sums rounded to half)
+    threads = THREADS
 
     @classmethod
     def of(cls, cfg):

@@ -44,12 +44,11 @@ def routine(cfg):
     kn = cfg.b_layout == "kn"
     n_acc = cfg.bm * cfg.bn // (cfg.threads - cfg.producer_threads)
     parts = WGMMA_PARTS[cfg.bn]
-    mmas = {f"mma{i}": getattr(ptx, cfg.prec.wgmma_at(n) + ("_tb" if kn else "") + ("_rs" if a_regs else ""))
+    mmas = {f"mma{i}": getattr(ptx, cfg.wgmma_prec.wgmma_at(n) + ("_tb" if kn else "") + ("_rs" if a_regs else ""))
             for i, n in enumerate(parts)}
-    ksb = cfg.kstep_bytes
     # A descriptor's step for one k step, in its 16-byte units: along the 128-byte
     # row (K-major), or 16 rows of k units down a K x N box (N-major).
-    a_step = ksb >> 4
+    a_step = cfg.wgmma_prec.kbytes(cfg.mma_k) >> 4
     span = cfg.b_swizzle                # B's rows: 128 bytes, or 64 (a K x N tile of 32 columns)
     b_step = (cfg.mma_k // cfg.prec.k_per_unit * span >> 4) if kn else a_step
     b_lbo = cfg.b_tile_shape[0] * span if kn else 16      # K x N: box to box along N
@@ -58,7 +57,7 @@ def routine(cfg):
     # come back as one, so that between fence and commit nothing else defines them.
     acc_tuple = "(" + ", ".join(f"acc[{e}]" for e in range(n_acc)) + ")"
     if a_regs:
-        lines = _a_from_registers(cfg.ksteps, b_step, acc_tuple)
+        lines = _a_from_registers(cfg.ksteps, cfg.pitch_a, b_step, acc_tuple)
         lines += [f"acc[{e}] = d[{e}]" for e in range(n_acc)]
     elif len(parts) == 1:
         lines = ["fence()", "da = desc(a_tile, u32(16), u32(sbo))", "db = b_desc(b_tile, u32(b_lbo), u32(b_sbo))",
@@ -250,9 +249,12 @@ def partials(cfg):
 A_GROUP = 2
 
 
-def _a_from_registers(ksteps, b_step, acc_tuple):
+def _a_from_registers(ksteps, pitch, b_step, acc_tuple):
     """a_regs: the k-tile's lines up to its commit. The stage holds A's s4 as
-    it came, k step kk's 16 bytes of a row in its swizzled chunk 2 kk; one
+    it came, k step kk's 16 bytes of a row in rows of `pitch` bytes: 128 (the
+    widening producer's: in the row's swizzled chunk 2 kk, of the 128-byte
+    swizzle) or 64 (TMA's, unpack="pass": chunk kk of the 64-byte swizzle,
+    at kk ^ (row / 2 % 4)). One
     ldmatrix.x4 reads two k steps of the warp's 16 rows (lanes 0-15 the first
     step's rows, 16-31 the second's), and lane (g, q) receives word q of rows
     g and g + 8 of each. A word widened gives its even elements (first
@@ -262,15 +264,17 @@ def _a_from_registers(ksteps, b_step, acc_tuple):
     which waits (wait_group 1) for the group before that one: the consumer's
     k loop ends each k-tile with the same wait, so the k-tile's first group
     finds the last but one group ended too."""
+    unit = pitch // 64                  # chunks a k step's s4 lies apart
     lines = ["tid = cuda.threadIdx.x", "lane = tid & 31",
-             "row = a_tile + u32((((tid >> 5) & 3) * 16 + (lane & 15)) * 128)",
-             "x, hi = lane & 7, (lane >> 4) * 2", "db = b_desc(b_tile, u32(b_lbo), u32(b_sbo))", f"d = {acc_tuple}"]
+             f"row = a_tile + u32((((tid >> 5) & 3) * 16 + (lane & 15)) * {pitch})",
+             "x = lane & 7" if pitch == 128 else "x = (lane >> 1) & 3",        # the swizzle's XOR for the row
+             f"hi = (lane >> 4) * {unit}", "db = b_desc(b_tile, u32(b_lbo), u32(b_sbo))", f"d = {acc_tuple}"]
     for g0 in range(0, ksteps, A_GROUP):
         if g0:
             lines += ["commit()", "wait_1()"]
         for kk in range(g0, g0 + A_GROUP):
             if kk % 2 == 0:
-                lines.append(f"r = ld4(row + u32((({2 * kk} + hi) ^ x) << 4))")
+                lines.append(f"r = ld4(row + u32((({unit * kk} + hi) ^ x) << 4))")
             h = 2 * (kk % 2)
             lines += [f"w0, w1 = widen(r[{h}]), widen(r[{h + 1}])", f"a{kk} = (w0[0], w1[0], w0[1], w1[1])"]
         lines += ["fence()"] + [f"d = mma0(d, a{kk}, db + u64({kk * b_step}), u32(1))"

@@ -355,13 +355,16 @@ def _plan(a, b, shape, preset, out, stream):
         C = _as_bits(C)
     if cfg.c_tma and c_aligned:         # the kernel finds C's tensor map where the flag was
         c_aligned = tensormap.device_map_c(_bytes(C))
-    tiles = cfg.grid_blocks(M, N, dev.MULTIPROCESSOR_COUNT)
     k_rows = B.shape[1] if layout == "kn" else K
-    widened = None
+    widened, kM, kN = None, M, N        # kM x kN: the kernel's output (swap: C^T)
     if cfg.unpack == "pass":            # the kernel's B: the s8 that the widening kernel writes before it
         from .kernel.widen_pass import WidenPass
-        widened = (B, WidenPass.workspace(B))
-        B = widened[1]
+        narrow = A if cfg.swap else B
+        widened = (narrow, WidenPass.workspace(narrow))
+        A, B = (B, widened[1]) if cfg.swap else (A, widened[1])
+        if cfg.swap:
+            kM, kN = N, M
+    tiles = cfg.grid_blocks(kM, kN, dev.MULTIPROCESSOR_COUNT)
     maps = tensormap.device_maps(A, B, cfg) if cfg.copy == "tma" else 0
     work = counts = None
     sums = np.float32 if cfg.acc == "f32" else np.int32     # a workspace's partial sums
@@ -375,7 +378,7 @@ def _plan(a, b, shape, preset, out, stream):
         work = cuda.device_array(batch * tiles * n_acc * threads, sums)
         counts = cuda.to_device(np.zeros(batch * tiles * threads // 32, np.int32))
     # in_place: the operands used where they lie and the output the caller's.
-    return GemmPlan(cfg, (A, B, C, M, N, k_rows, KB, B.shape[2], c_aligned, maps), (tiles, 1, batch * cfg.split_k),
+    return GemmPlan(cfg, (A, B, C, kM, kN, k_rows, KB, B.shape[2], c_aligned, maps), (tiles, 1, batch * cfg.split_k),
                     result, host_out, stream, in_place=not host and not copied and out is not None, workspace=work,
                     counts=counts, widened=widened)
 

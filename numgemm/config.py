@@ -88,6 +88,11 @@ class KernelConfig:
     a_regs: bool = False       # op=wgmma, unpack=tile, tile_scaled or pass: A reaches the stage as s4, and
                                # each consumer widens its rows in registers (ldmatrix, then the unpack's
                                # widening) for wgmma with A from registers; the producer widens B only
+    swap: bool = False         # op=wgmma, unpack=pass: the kernel computes C^T = B A^T, its tiles over N x M:
+                               # B's s4 rows are the wgmma's A side (widened by the consumers in registers),
+                               # A, widened by the pass instead of B, its B side, and C is stored
+                               # transposed from registers (for M far below N: the pass then widens
+                               # M x K bytes, not N x K)
     load_sets: int = 2         # op=wgmma, unpack=tile or tile_scaled: k-tiles the producer's loads run
                                # ahead (widen_in="registers": register sets, filled in turn; "stage": stages)
     widen_in: str = "registers"  # op=wgmma, unpack=tile or tile_scaled: where the producer's s4 waits to be
@@ -499,7 +504,7 @@ class KernelConfig:
         for f in ("warps_k", "a_ldmatrix", "b_ldmatrix", "cache", "evict", "b_layout", "b_global", "acc", "out",
                   "smem_pad", "swizzle", "private_tiles", "raster", "k_stagger", "linkage", "unpack", "min_blocks",
                   "copy_parts", "zfill_src", "interior_loop", "copy", "cluster", "multicast", "persistent",
-                  "stream_k", "reg_buffers", "split_k", "split_sum", "a_regs", "load_sets", "widen_in", "stage_c",
+                  "stream_k", "reg_buffers", "split_k", "split_sum", "a_regs", "swap", "load_sets", "widen_in", "stage_c",
                   "c_tma", "stagger"):
             value = getattr(self, f)
             if (f == "acc" and value == self.prec.acc) or (f == "reg_buffers" and value == self.auto_reg_buffers) \
@@ -737,6 +742,9 @@ class KernelConfig:
                        "tile_scaled; with unpack=pass, always)")
         if self.unpack == "pass" and (self.bk_bytes * 2 != SWIZZLE_BYTES or self.b_layout != "nk"):
             err.append("unpack=pass: a k-tile of 64 bytes of s4 (128 of s8), B as N x K")
+        if self.swap and (self.unpack != "pass" or self.stage_c or self.split_k > 1 or self.stream_k):
+            err.append("swap: C^T from an unpack=pass kernel, stored transposed from registers (no stage_c; "
+                       "no split-K or stream-K, whose workspaces hold C's own layout)")
         if self.cluster not in (1, 2) or self.rows_b % (self.cluster * 8):
             err.append(f"wgmma: cluster 1 or 2, splitting B's tile into whole boxes, got {self.cluster}")
         if self.multicast not in ("a", "b") or (self.multicast == "a" and (
@@ -779,6 +787,7 @@ _SHORT = {
     "reg_buffers": lambda v: f"rb{v}",
     "split_k": lambda v: f"split{v}",
     "a_regs": lambda v: "aregs",
+    "swap": lambda v: "swap",
     "load_sets": lambda v: f"ls{v}",
     "widen_in": lambda v: f"win{v}",
     "stage_c": lambda v: "sc",

@@ -115,6 +115,10 @@ def _families(preset):
         # registers: INT8's block otherwise, in 5 stages (A's are half INT8's).
         families["int4"]["int4_wgmma_unpack_s8"] = int4.replace(**dict(wgmma, unpack="pass", a_regs=True), bk=128,
                                                                 stages=5, min_blocks=1, reg_buffers=0)
+        # Where M is far below N: C^T = B A^T, the pass widening A (M x K bytes) instead of B,
+        # C stored transposed from registers; 128 x 128 tiles of C^T.
+        families["int4"]["int4_wgmma_unpack_s8_swap"] = families["int4"]["int4_wgmma_unpack_s8"].replace(
+            swap=True, stage_c=False, bn=128, stages=8)
         # _ld: the producer warpgroup loads the s4 tiles itself (64 bytes a row per k-tile) and
         # widens B into the stages, to 16 x s8 (K <= 131071) or exactly (_exact), in every
         # CTA that reads it; the consumers widen A as above, in the registers setmaxnreg moves

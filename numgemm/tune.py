@@ -36,7 +36,8 @@ def candidates(precision, cc, shape, sms):
     registered kernels gemm() may choose on this GPU; where a block-tile
     kernel's tiles fill fewer than two waves of the SMs, the same kernel in
     smaller block tiles (INT4's widening wgmma ones also with A widened by
-    the consumers); and each of those split over K where its tiles leave SMs
+    the consumers); INT4's pass kernel where 16 < M < N also computing C^T
+    (swap), in its smaller tiles too; and each of those split over K where its tiles leave SMs
     idle, by factors that give every block at least two k-tiles (not the
     widening wgmma ones); the persistent TMA ones there also with their
     k-tiles streamed over every SM (stream_k)."""
@@ -46,6 +47,10 @@ def candidates(precision, cc, shape, sms):
         base = registry.REGISTRY["tuned"][name]
         if base.bm == 16 and M > 64:         # small-M tiles: for small M only
             continue
+        if base.unpack == "pass" and 16 < M < N:     # C^T: the pass widens A, the smaller operand
+            swapped = base.replace(swap=True, stage_c=False)
+            tilings = {f"_{swapped.bm}x{swapped.bn}": swapped, **_smaller_tiles(swapped)}
+            pool.update({f"{name}_swap{tag}": cfg for tag, cfg in tilings.items()})
         # wgmma's 64-row tiles are for M > 16 (the small-M tiles' shapes below); its
         # clusters pair tile rows, so that below 256 rows of M one CTA computes zeros.
         if base.op == "wgmma" and (M <= 16 or (base.cluster > 1 and M <= 128)):

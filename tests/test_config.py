@@ -179,6 +179,18 @@ def test_widening_pass_stages_a_narrow_and_b_wide():
         KernelConfig("int4", unpack="pass")
 
 
+def test_swap_is_the_pass_kernels_c_transposed():
+    from numgemm import registry
+
+    swap = registry.get("int4_wgmma_unpack_s8_swap")
+    assert swap.swap and swap.unpack == "pass" and not swap.stage_c and swap.name.endswith("_aregs_swap")
+    for bad in (dict(stage_c=True), dict(split_k=2)):
+        with pytest.raises(ValueError, match="swap: C\\^T from an unpack=pass kernel"):
+            swap.replace(**bad)
+    with pytest.raises(ValueError, match="swap: C\\^T from an unpack=pass kernel"):
+        registry.get("int4_wgmma_unpack_s8_ld").replace(swap=True)
+
+
 def test_register_split_fills_the_launch_bounds_pool():
     """register_split: what setmaxnreg moves from the producer to the
     consumers fits the registers the launch bound gives the block, the

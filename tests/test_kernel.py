@@ -41,7 +41,10 @@ def expected_sass_holds(cfg, b, target):
         assert b.count("LDGSTS") == 0 and (b.count("LDSM") >= 1) == cfg.a_regs
         assert b.count("WARPGROUP.DEPBAR.LE") >= 1 and b.count("SYNCS.ARRIVE.TRANS64") >= 2
         assert (b.count("UTMALDG.3D.MULTICAST") >= 1) == (cfg.cluster > 1)
-        assert b.instructions.count("STG.E.64") == cfg.warp_tile[0] * cfg.warp_tile[1] // (128 if cfg.c_bits else 64)
+        if cfg.swap:                 # C^T's words one at a time, each instruction four rows of C
+            assert b.instructions.count("STG.E") == cfg.warp_tile[0] * cfg.warp_tile[1] // 32
+        else:
+            assert b.instructions.count("STG.E.64") == cfg.warp_tile[0] * cfg.warp_tile[1] // (128 if cfg.c_bits else 64)
         if cfg.stage_c:              # inside C: through the warp's buffer, 16 bytes a lane (c_tma: a TMA store a chunk)
             pieces = cfg.warp_tile[0] * cfg.warp_tile[1] * (2 if cfg.c_bits else 4) // 512
             assert b.instructions.count("LDS.128") == b.instructions.count("STG.E.128") == (0 if cfg.c_tma else pieces)
@@ -251,6 +254,9 @@ def test_tma_operands_of_every_shape(name, rng):
                                          ("int4_wgmma_unpack_s8_ld_rs", dict(persistent=False)),
                                          ("int4_wgmma_unpack_s8", dict(cluster=1, persistent=False)),
                                          ("int4_wgmma_unpack_s8", dict(bn=128, stage_c=False)),
+                                         ("int4_wgmma_unpack_s8_swap", {}),
+                                         ("int4_wgmma_unpack_s8_swap", dict(bn=256, stages=5, cluster=1, persistent=False)),
+                                         ("int4_wgmma_unpack_s8_swap", dict(bm=64, warps_m=4)),
                                          ("fp16_wgmma", dict(b_layout="nk", cluster=2, persistent=True)),
                                          ("fp16_wgmma", dict(bn=128)), ("int8_wgmma", dict(bn=128, cluster=1)),
                                          ("int8_wgmma", dict(bm=64, warps_m=4, bn=128)),
@@ -537,6 +543,24 @@ def test_load_sets_are_the_producers_loads_in_flight():
     # widen_in="stage": the same pieces by cp.async into the stages, read back there, no ld.global
     b = build_config(base.replace(widen_in="stage", stages=3), "sm_90")
     assert b.local_bytes == 0 and b.count("LDGSTS") > 0 and b.count("LDG.E") == 0 and b.count("LDS.128") > 0
+
+
+@pytest.mark.gpu
+def test_swapped_kernel_shares_b_across_the_batch(rng):
+    """swap: the kernel's A side is the caller's B, here one for every batch
+    of A (its tensor map has one batch), and C comes out transposed back,
+    edges and all."""
+    from numba import cuda
+
+    import numgemm
+
+    cfg = registry.get("int4_wgmma_unpack_s8_swap")
+    skip_unless_it_runs_here(cfg)
+    a, bt = rng.integers(-8, 8, (3, 70, 250)), rng.integers(-8, 8, (300, 250))
+    out = cuda.to_device(np.full((3, 70, 300), cfg.prec.poison, np.int32))
+    numgemm.gemm(cuda.to_device(pack_int4(a)), numgemm.transposed(cuda.to_device(pack_int4(bt))), precision="int4",
+                 kernel=cfg, k=250, out=out)
+    np.testing.assert_array_equal(out.copy_to_host(), a.astype(np.int64) @ bt.T.astype(np.int64))
 
 
 def test_widening_pass_builds_for_every_target():

@@ -27,7 +27,8 @@ def test_candidates_are_bounded_and_valid(precision, shape):
             assert -(-M // cfg.bm) * -(-N // cfg.bn) < 2 * 132 and cfg.replace(stream_k=False) in pool.values(), label
     assert all(c.bm == 16 for c in pool.values() if c.bm == 16) and (M <= 64 or all(c.bm > 16 for c in pool.values()))
     derived = [c for label, c in pool.items() if c.op == "wgmma" and label not in registry.REGISTRY["tuned"]]
-    assert not (M <= 16 and derived) and not (M <= 128 and any(c.cluster > 1 for c in derived))
+    # (swap: tile rows over N)
+    assert not (M <= 16 and derived) and not (M <= 128 and any(c.cluster > 1 and not c.swap for c in derived))
     assert not any(c.widens_tile and c.split_k > 1 for c in pool.values())
 
 
@@ -36,6 +37,17 @@ def test_int4_wgmma_gets_smaller_tiles_where_few():
     (never split: the producer would spill)."""
     pool = tune.candidates("int4", H200, (256, 4096, 4096), 132)
     assert any(c.widens_tile and c.bm == 64 for c in pool.values())
+
+
+def test_int4_pass_kernel_computes_c_transposed_where_m_is_small():
+    """swap twins of INT4's pass kernel, in its tilings, where 16 < M < N;
+    none at the squares or where M <= 16."""
+    pool = tune.candidates("int4", H200, (256, 8192, 8192), 132)
+    assert {label for label, c in pool.items() if c.swap} == {"int4_wgmma_unpack_s8_swap_128x256",
+                                                               "int4_wgmma_unpack_s8_swap_128x128",
+                                                               "int4_wgmma_unpack_s8_swap_64x128"}
+    for shape in ((8192, 8192, 8192), (16, 8192, 8192)):
+        assert not any(c.swap for c in tune.candidates("int4", H200, shape, 132).values())
 
 
 def test_stream_k_where_tiles_leave_sms_idle():

@@ -63,7 +63,7 @@ def kernel_function(cfg, warp_rt, copy_rt):
     shrink, grow = (P.setmaxnreg("dec", regs[0]), P.setmaxnreg("inc", regs[1])) if regs else (nothing, nothing)
     persistent, cluster = cfg.persistent, cfg.cluster
     k_part, split = _k_part(cfg), cfg.split_k
-    c_tma, stagger = cfg.c_tma, cfg.stagger
+    c_tma, stagger, swap = cfg.c_tma, cfg.stagger, cfg.swap
 
     share_a = cfg.multicast == "a"
     stream = cfg.stream_k
@@ -134,6 +134,7 @@ def kernel_function(cfg, warp_rt, copy_rt):
         if split > 1:
             z = zc // split
         zb = z if B.shape[0] > 1 else 0
+        za = z if not swap or A.shape[0] > 1 else 0     # swap: A is the caller's B, maybe one for every batch
         dims = (M, N, K, KB, NB)
         sbase, ctx = start(P.shared_addr(cuda.shared.array(0, u8), 0), tmaps, tid)
         ktiles, k0 = (KB + bkb - 1) // bkb, 0
@@ -152,16 +153,16 @@ def kernel_function(cfg, warp_rt, copy_rt):
         if warp < producer_warps:
             shrink()
             while not widen and tid == 0 and tile < whole:     # TMA: one thread issues the copies
-                g, off = fill(ctx, sbase, A, B, z, zb, tile, pairs_m, tiles_n, tid, dims, g, off, k0, 0, ktiles)
+                g, off = fill(ctx, sbase, A, B, za, zb, tile, pairs_m, tiles_n, tid, dims, g, off, k0, 0, ktiles)
                 tile += step
             it = it0
             while stream and tid == 0 and it < it1:            # stream-K: the tail's runs of k-tiles
                 tile, kb, ke = run_of(it, it1, whole, ktiles)
-                g, off = fill(ctx, sbase, A, B, z, zb, tile, pairs_m, tiles_n, tid, dims, g, off, 0, kb, ke)
+                g, off = fill(ctx, sbase, A, B, za, zb, tile, pairs_m, tiles_n, tid, dims, g, off, 0, kb, ke)
                 it += ke - kb
             while widen and tile < tiles and (split == 1 or ktiles > 0):    # widening: all 128, sets ahead
                 tm, tn = cluster_tile(tile, pairs_m, tiles_n)
-                g, off = widen_tile(ctx, sbase, A, B, z, zb, i32(tm * bm), i32(tn * bn), tid, dims, g, off, ktiles)
+                g, off = widen_tile(ctx, sbase, A, B, za, zb, i32(tm * bm), i32(tn * bn), tid, dims, g, off, ktiles)
                 tile += step
         else:
             grow()
@@ -176,7 +177,7 @@ def kernel_function(cfg, warp_rt, copy_rt):
                 acc = init()
                 if stagger and cw >= 4 and g == 0:
                     ptx.bar_sync(u32(1), u32(256))
-                g, off = consume(acc, ctx, sbase, A, B, z, zb, m0, n0, tid, lane, dims, a_rows, g, off, 0, ktiles,
+                g, off = consume(acc, ctx, sbase, A, B, za, zb, m0, n0, tid, lane, dims, a_rows, g, off, 0, ktiles,
                                  go_at)
                 go_at = -1
                 store(acc, Cout, zc, m0, n0, cw * 16, 0, M, N, tid, c_aligned)
@@ -187,7 +188,7 @@ def kernel_function(cfg, warp_rt, copy_rt):
                 tm, tn = cluster_tile(tile, pairs_m, tiles_n)
                 m0, n0 = i32(tm * bm), i32(tn * bn)
                 part = init()
-                g, off = consume(part, ctx, sbase, A, B, z, zb, m0, n0, tid, lane, dims, a_rows, g, off, kb, ke, -1)
+                g, off = consume(part, ctx, sbase, A, B, za, zb, m0, n0, tid, lane, dims, a_rows, g, off, kb, ke, -1)
                 slot = zc * cuda.gridDim.x + cuda.blockIdx.x
                 if kb > 0:          # not the tile's first k-tiles: a partial sum for the CTA that has them
                     publish(part, C, slot, tid - 32 * producer_warps, cw, lane)

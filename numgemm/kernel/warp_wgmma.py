@@ -82,7 +82,34 @@ def routine(cfg):
                          **mmas, "u32": u32, "u64": u64, "sbo": _SBO, "b_sbo": 8 * span, "b_lbo": b_lbo, "cuda": cuda,
                          "ld4": ptx.ldmatrix_x4, "widen": widen, "wait_1": wait_1})
     init = zeroed(n_acc, ACC[cfg.acc]) if len(parts) == 1 else _zeroed_parts(parts, ACC[cfg.acc])
-    return WarpRoutine(init, None, None, compute, _stores(cfg, scaled, parts))
+    store = _transposed(cfg, n_acc) if cfg.swap else _stores(cfg, scaled, parts)
+    return WarpRoutine(init, None, None, compute, store)
+
+
+def _transposed(cfg, n_acc):
+    """swap: store(acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned) of a
+    consumer warp's 16 x bn tile of C^T (M and N C^T's) into C, element
+    (r, c) to C[c, r]: accumulator pair p of lane (g, t) in 8-column block j
+    is rows g, g + 8 of columns 8j + 2t and 8j + 2t + 1, so that each store
+    instruction writes 8 consecutive words of 4 rows of C, four whole 32-byte
+    sectors. A tile inside C^T stores from one address and constant offsets
+    (a multiple of C's row stride each); at the edges, element by element,
+    bounds-checked. Written out, as the epilogue is."""
+    lines = ["lane = tid & 31", "g, t = lane >> 2, lane & 3", "r0, c0 = m0 + wr0 + g, n0 + 2 * t",
+             "if m0 + bm <= M and n0 + bn <= N:",
+             "    ldc = u64(C.strides[1])",
+             "    at = global_addr(C, 0) + u64(z) * u64(C.strides[0]) + u64(c0) * ldc + u64(r0) * u64(4)"]
+    for e in range(n_acc):
+        j, h, p = e // 4, (e >> 1) & 1, e & 1
+        lines.append(f"    st(at + u64({8 * j + p}) * ldc + u64({32 * h}), u32(acc[{e}]))")
+    lines += ["    return"]
+    for e in range(n_acc):
+        j, h, p = e // 4, (e >> 1) & 1, e & 1
+        lines += [f"if r0 + {8 * h} < M and c0 + {8 * j + p} < N:",
+                  f"    C[u32(z), u32(c0 + {8 * j + p}), u32(r0 + {8 * h})] = acc[{e}]"]
+    env = {"bm": cfg.bm, "bn": cfg.bn, "global_addr": P.global_addr, "u32": u32, "u64": u64,
+           "st": P.routines("inline").st_global_b32}
+    return generated("store", "acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned", lines, env)
 
 
 def _zeroed_parts(parts, dtype):

@@ -360,7 +360,7 @@ def _plan(a, b, shape, preset, out, stream):
     if cfg.unpack == "pass":            # the kernel's B: the s8 that the widening kernel writes before it
         from .kernel.widen_pass import WidenPass
         narrow = A if cfg.swap else B
-        widened = (narrow, WidenPass.workspace(narrow))
+        widened = (narrow, WidenPass.workspace(narrow, stream))
         A, B = (B, widened[1]) if cfg.swap else (A, widened[1])
         if cfg.swap:
             kM, kN = N, M

@@ -260,7 +260,8 @@ def test_a_repeated_call_reads_the_new_data(lib, k, split, rng):
 def test_a_repeated_int4_call_widens_the_new_b(rng):
     """INT4 on sm_90: the prepared launch is two (B widened into the plan's
     workspace, then the GEMM), and both run on every call: new data written
-    into the same B gives the new product."""
+    into the same B gives the new product; plans of one shape on one stream
+    share the workspace."""
     from numba import cuda
 
     from numgemm import api, registry
@@ -280,6 +281,17 @@ def test_a_repeated_int4_call_widens_the_new_b(rng):
         np.testing.assert_array_equal(out.copy_to_host(), a.astype(np.int64) @ bt.T.astype(np.int64))
     launch = next(reversed(api._LAUNCHES.values()))
     assert launch.name == "widen_pass_s4_s8" and launch.then.name == cfg.name
+    # A second B of the same shape on the same stream shares the workspace; the
+    # two calls, alternated, each give their own product.
+    bt2 = rng.integers(-8, 8, (520, 256))
+    dbt2, out2 = cuda.to_device(pack_int4(bt2)), cuda.device_array((300, 520), np.int32)
+    for _ in range(2):
+        for b_dev, o in ((dbt, out), (dbt2, out2)):
+            numgemm.gemm(da, numgemm.transposed(b_dev), precision="int4", out=o, kernel="int4_wgmma_unpack_s8", k=256)
+        for o, ref in ((out, bt), (out2, bt2)):
+            np.testing.assert_array_equal(o.copy_to_host(), a.astype(np.int64) @ ref.T.astype(np.int64))
+    first, second = list(api._LAUNCHES.values())[-2:]
+    assert first.keep is second.keep                    # one workspace
 
 
 @pytest.mark.gpu

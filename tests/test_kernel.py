@@ -44,7 +44,8 @@ def expected_sass_holds(cfg, b, target):
         if cfg.swap:                 # C^T's words one at a time, each instruction four rows of C
             assert b.instructions.count("STG.E") == cfg.warp_tile[0] * cfg.warp_tile[1] // 32
         else:
-            assert b.instructions.count("STG.E.64") == cfg.warp_tile[0] * cfg.warp_tile[1] // (128 if cfg.c_bits else 64)
+            pairs = cfg.warp_tile[0] * cfg.warp_tile[1] // (128 if cfg.c_bits else 64)
+            assert b.instructions.count("STG.E.64") == pairs
         if cfg.stage_c:              # inside C: through the warp's buffer, 16 bytes a lane (c_tma: a TMA store a chunk)
             pieces = cfg.warp_tile[0] * cfg.warp_tile[1] * (2 if cfg.c_bits else 4) // 512
             assert b.instructions.count("LDS.128") == b.instructions.count("STG.E.128") == (0 if cfg.c_tma else pieces)
@@ -255,7 +256,8 @@ def test_tma_operands_of_every_shape(name, rng):
                                          ("int4_wgmma_unpack_s8", dict(cluster=1, persistent=False)),
                                          ("int4_wgmma_unpack_s8", dict(bn=128, stage_c=False)),
                                          ("int4_wgmma_unpack_s8_swap", {}),
-                                         ("int4_wgmma_unpack_s8_swap", dict(bn=256, stages=5, cluster=1, persistent=False)),
+                                         ("int4_wgmma_unpack_s8_swap", dict(bn=256, stages=5, cluster=1,
+                                                                            persistent=False)),
                                          ("int4_wgmma_unpack_s8_swap", dict(bm=64, warps_m=4)),
                                          ("fp16_wgmma", dict(b_layout="nk", cluster=2, persistent=True)),
                                          ("fp16_wgmma", dict(bn=128)), ("int8_wgmma", dict(bn=128, cluster=1)),
@@ -595,7 +597,7 @@ def test_widening_pass_lays_b_out_as_the_consumers_read_a(rng):
     wide[:, :, :48] = packed
     B = cuda.to_device(wide)[:, :, :48]
     spec = WidenPass()
-    W = spec.workspace(B)
+    W = spec.workspace(B, 0)
     W.copy_to_device(np.full(W.shape, 0x55, np.uint8))
     _Launch(helper_function(spec, cuda.get_current_device().id).handle, spec.grid(B), spec.threads, 0, 0,
             launch_args(spec.argtypes(), (B, W)), spec.name)()
@@ -723,8 +725,9 @@ def test_stream_k_sums_every_k_tile_once(name, fields, rng):
 @pytest.mark.parametrize("name,split", [("int8_ptx_mma_k32_m16", 4), ("int8_ptx_mma_k32", 2), ("fp16_ptx_mma", 3),
                                         ("fp16_ptx_mma_m16", 2), ("int4_ptx_unpack_s8_m16", 2), ("fp16_wmma", 2),
                                         ("int8_ptx_tma", 4), ("int4_ptx_unpack_s8_tma", 8), ("fp16_wgmma", 2),
-                                        ("int8_wgmma_cl1", 3), ("int4_wgmma_unpack_s8_ld", 2), ("int4_wgmma_unpack_s8_ld_rs", 2),
-                                        ("int4_wgmma_unpack_s8", 2), ("int8_ptx_mma_k32_m16", -4),
+                                        ("int8_wgmma_cl1", 3), ("int4_wgmma_unpack_s8_ld", 2),
+                                        ("int4_wgmma_unpack_s8_ld_rs", 2), ("int4_wgmma_unpack_s8", 2),
+                                        ("int8_ptx_mma_k32_m16", -4),
                                         ("fp16_ptx_mma", -3), ("int4_ptx_unpack_s8_m16", -2), ("fp16_wmma", -2),
                                         ("int8_ptx_tma", -4)])
 def test_split_k_sums_every_k_tile(name, split, rng):

@@ -46,7 +46,6 @@ from . import (
     dp4a,
     skeleton,
     skeleton_ws,
-    split_k,
     warp_mma,
     warp_wgmma,
     warp_wmma,

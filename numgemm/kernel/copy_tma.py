@@ -105,7 +105,8 @@ def routine(cfg):
     b_span = cfg.b_swizzle                  # a B box's row bytes
     b_boxes = cfg.b_tile_shape[1] // b_span
     b_box_bytes = cfg.b_tile_shape[0] * b_span
-    bkb, b_bkb, kn, b_esize, bk_units = cfg.bk_bytes, cfg.b_bk_bytes, cfg.b_layout == "kn", 2, cfg.bk // cfg.prec.k_per_unit
+    bkb, b_bkb, kn, b_esize = cfg.bk_bytes, cfg.b_bk_bytes, cfg.b_layout == "kn", 2
+    bk_units = cfg.bk // cfg.prec.k_per_unit
     producer = cfg.producer_threads > 0
     cl = cfg.cluster
     # A cluster's CTAs share B: each loads 1 / cl of it (N x K: rows; K x N: boxes,

@@ -67,8 +67,9 @@ class _Launch:
     ctypes value), its grid, block, dynamic shared memory, stream and (a
     cluster kernel) cluster dimensions in one CUlaunchConfig; calling it is
     one cuLaunchKernelEx, then the launch `then` where there is one (split-K's
-    sum). It holds raw values only, and `keep`: memory of its own (split-K's
-    workspace), never a caller's array."""
+    sum; after unpack="pass"'s widening, the GEMM). It holds raw values only,
+    and `keep`: memory of its own (split-K's or the widening's workspace),
+    never a caller's array."""
 
     def __init__(self, handle, grid, block, smem, stream, args, name, cluster=1, then=None, keep=None):
         import ctypes
@@ -169,7 +170,8 @@ class GemmPlan:
     workspace: object = None        # split-K: the (batch * split_k, M, N) partial sums; stream_k: a slot a CTA
     counts: object = None           # split_sum="last": a tile's arrivals (batch x tiles, int32, zeroed);
                                     # stream_k: a flag a slot's consumer warp (zeroed)
-    widened: object = None          # unpack="pass": (B's s4 bytes, the workspace its widening kernel fills)
+    widened: object = None          # unpack="pass": (the s4 operand widened first: B, or with swap A; the
+                                    # workspace its widening kernel fills, shared: WidenPass.workspace)
 
     def __post_init__(self):
         from numba.cuda.cudadrv import driver
@@ -199,7 +201,7 @@ class GemmPlan:
         self.prepared = _Launch(self.cufunc.handle, self.grid, self.cfg.threads, self.cfg.smem_bytes, stream,
                                 launch_args(argtypes(self.cfg), self.args), self.cfg.name, self.cfg.cluster,
                                 then, (self.workspace, self.counts))
-        if self.widened is not None:                     # unpack="pass": B widened first, every launch
+        if self.widened is not None:                     # unpack="pass": an operand widened first, every launch
             spec, (B, W) = WidenPass(), self.widened
             self.prepared = _Launch(helper_function(spec, device).handle, spec.grid(B), spec.threads, 0, stream,
                                     launch_args(spec.argtypes(), (B, W)), spec.name, then=self.prepared, keep=W)

@@ -358,14 +358,13 @@ def _plan(a, b, shape, preset, out, stream):
     if cfg.c_tma and c_aligned:         # the kernel finds C's tensor map where the flag was
         c_aligned = tensormap.device_map_c(_bytes(C))
     k_rows = B.shape[1] if layout == "kn" else K
-    widened, kM, kN = None, M, N        # kM x kN: the kernel's output (swap: C^T)
-    if cfg.unpack == "pass":            # the kernel's B: the s8 that the widening kernel writes before it
+    widened, kM, kN = None, M, N        # kM x kN: the kernel's output
+    if cfg.swap:                        # C^T = B A^T: the caller's B is the kernel's A side
+        A, B, kM, kN = B, A, N, M
+    if cfg.unpack == "pass":            # the kernel's B side: the s8 that the widening kernel writes first
         from .kernel.widen_pass import WidenPass
-        narrow = A if cfg.swap else B
-        widened = (narrow, WidenPass.workspace(narrow, stream))
-        A, B = (B, widened[1]) if cfg.swap else (A, widened[1])
-        if cfg.swap:
-            kM, kN = N, M
+        widened = (B, WidenPass.workspace(B, stream))
+        B = widened[1]
     tiles = cfg.grid_blocks(kM, kN, dev.MULTIPROCESSOR_COUNT)
     maps = tensormap.device_maps(A, B, cfg) if cfg.copy == "tma" else 0
     work = counts = None

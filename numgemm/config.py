@@ -15,8 +15,8 @@ from .toolchain import parse_target, target_name
 SWIZZLE_BYTES = 128         # a swizzled shared row (and a TMA box's row): the 128-byte swizzle's span
 #: op="wgmma": the N of each instruction a k step issues, by the tile's bn (320, the
 #: width of cuBLAS's fp16 tiles on sm_90: m64n256 and m64n64 side by side). 32, 64, 192
-#: and 320 have routines for f16 with B as K x N only.
-WGMMA_PARTS = {32: (32,), 64: (64,), 128: (128,), 192: (192,), 256: (256,), 320: (256, 64)}
+#: and 320 have routines for f16 with B as K x N only; 16 for s8 only (C^T where M <= 16).
+WGMMA_PARTS = {16: (16,), 32: (32,), 64: (64,), 128: (128,), 192: (192,), 256: (256,), 320: (256, 64)}
 _F16_KN_ONLY = (32, 64, 192, 320)
 #: op="wgmma" by TMA: the most stages its ring of mbarriers may have (cp.async kernels: 5).
 RING_STAGES = 16
@@ -88,11 +88,12 @@ class KernelConfig:
     a_regs: bool = False       # op=wgmma, unpack=tile, tile_scaled or pass: A reaches the stage as s4, and
                                # each consumer widens its rows in registers (ldmatrix, then the unpack's
                                # widening) for wgmma with A from registers; the producer widens B only
-    swap: bool = False         # op=wgmma, unpack=pass: the kernel computes C^T = B A^T, its tiles over N x M:
-                               # B's s4 rows are the wgmma's A side (widened by the consumers in registers),
-                               # A, widened by the pass instead of B, its B side, and C is stored
-                               # transposed from registers (for M far below N: the pass then widens
-                               # M x K bytes, not N x K)
+    swap: bool = False         # op=wgmma by TMA, INT8 or INT4 unpack=pass: the kernel computes C^T = B A^T,
+                               # its tiles over N x M: B's rows are the wgmma's A side (INT4: widened by the
+                               # consumers in registers), A its B side (INT4: widened by the pass instead
+                               # of B), and C is stored transposed from registers. For M far below N:
+                               # the pass then widens M x K bytes, not N x K; INT8 where M <= 16, in
+                               # tiles 16 columns wide (m64n16k32), B streamed by TMA
     load_sets: int = 2         # op=wgmma, unpack=tile or tile_scaled: k-tiles the producer's loads run
                                # ahead (widen_in="registers": register sets, filled in turn; "stage": stages)
     widen_in: str = "registers"  # op=wgmma, unpack=tile or tile_scaled: where the producer's s4 waits to be
@@ -720,9 +721,11 @@ class KernelConfig:
             err.append(f"wgmma reads rows of {SWIZZLE_BYTES} bytes of K in the swizzle: bk={self.bk} is "
                        f"{self.shared_view.b_bk_bytes} bytes in shared memory")
         if not self.wgmma_prec.wgmma or self.bn not in WGMMA_PARTS or \
-                (self.bn in _F16_KN_ONLY and (self.precision != "fp16" or self.b_layout != "kn")):
+                (self.bn in _F16_KN_ONLY and (self.precision != "fp16" or self.b_layout != "kn")) or \
+                (self.bn == 16 and (self.precision != "int8" or not self.swap)):
             err.append(f"wgmma: routines for N = 128 and 256 with f16 or s8 operands (and 32, 64, 192 and 320, "
-                       f"320 as 256 + 64, with f16 B as K x N), got bn={self.bn}, {self.precision}")
+                       f"320 as 256 + 64, with f16 B as K x N; 16 with s8, for C^T: swap), got bn={self.bn}, "
+                       f"{self.precision}")
         if self.copy != ("cp_async" if self.widens_tile else "tma") or self.linkage != "inline" \
                 or self.unpack not in ("none", "tile", "tile_scaled", "pass"):
             err.append("wgmma: its stages come by TMA (copy=tma; INT4 unpack=pass), or for INT4 widened by the "
@@ -742,9 +745,10 @@ class KernelConfig:
                        "tile_scaled; with unpack=pass, always)")
         if self.unpack == "pass" and (self.bk_bytes * 2 != SWIZZLE_BYTES or self.b_layout != "nk"):
             err.append("unpack=pass: a k-tile of 64 bytes of s4 (128 of s8), B as N x K")
-        if self.swap and (self.unpack != "pass" or self.stage_c or self.split_k > 1 or self.stream_k):
-            err.append("swap: C^T from an unpack=pass kernel, stored transposed from registers (no stage_c; "
-                       "no split-K or stream-K, whose workspaces hold C's own layout)")
+        if self.swap and (not (self.unpack == "pass" or self.precision == "int8") or self.copy != "tma"
+                          or self.stage_c or self.split_k > 1 or self.stream_k):
+            err.append("swap: C^T from an INT8 or an unpack=pass INT4 TMA kernel, stored transposed from "
+                       "registers (no stage_c; no split-K or stream-K, whose workspaces hold C's own layout)")
         if self.cluster not in (1, 2) or self.rows_b % (self.cluster * 8):
             err.append(f"wgmma: cluster 1 or 2, splitting B's tile into whole boxes, got {self.cluster}")
         if self.multicast not in ("a", "b") or (self.multicast == "a" and (

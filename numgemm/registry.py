@@ -106,6 +106,10 @@ def _families(preset):
         for prec, base in (("fp16", fp16), ("int8", int8)):
             families[prec][f"{prec}_wgmma"] = base.replace(**wgmma)
             families[prec][f"{prec}_wgmma_cl1"] = base.replace(**wgmma).replace(cluster=1)
+        # Where M <= 16: C^T = B A^T in tiles 16 columns wide (m64n16k32), B's rows streamed by TMA
+        # through 16 stages, C stored transposed from registers.
+        families["int8"]["int8_wgmma_swap"] = families["int8"]["int8_wgmma_cl1"].replace(
+            swap=True, stage_c=False, bm=64, warps_m=4, bn=16, stages=16)
         # C as torch.matmul returns it (cuBLAS's hsh kernels): the f32 sums rounded to half as they
         # are stored, half the bytes of the default float32 C.
         families["fp16"]["fp16_wgmma_c16"] = families["fp16"]["fp16_wgmma"].replace(out="f16")

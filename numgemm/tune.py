@@ -37,7 +37,8 @@ def candidates(precision, cc, shape, sms):
     kernel's tiles fill fewer than two waves of the SMs, the same kernel in
     smaller block tiles (INT4's widening wgmma ones also with A widened by
     the consumers); INT4's pass kernel where 16 < M < N also computing C^T
-    (swap), in its smaller tiles too; and each of those split over K where its tiles leave SMs
+    (swap), in its smaller tiles too, and INT8's wgmma ones where M <= 16 in
+    C^T tiles 16 columns wide; and each of those split over K where its tiles leave SMs
     idle, by factors that give every block at least two k-tiles (not the
     widening wgmma ones); the persistent TMA ones there also with their
     k-tiles streamed over every SM (stream_k)."""
@@ -51,6 +52,10 @@ def candidates(precision, cc, shape, sms):
             swapped = base.replace(swap=True, stage_c=False)
             tilings = {f"_{swapped.bm}x{swapped.bn}": swapped, **_smaller_tiles(swapped)}
             pool.update({f"{name}_swap{tag}": cfg for tag, cfg in tilings.items()})
+        if base.precision == "int8" and base.op == "wgmma" and M <= 16:     # C^T 16 columns wide, B by TMA
+            for bm in (64, 128):
+                swapped = base.replace(swap=True, stage_c=False, bn=16, bm=bm, warps_m=bm // 16)
+                pool[f"{name}_swap_{bm}x16"] = swapped.replace(stages=_deepest(swapped))
         # wgmma's 64-row tiles are for M > 16 (the small-M tiles' shapes below); its
         # clusters pair tile rows, so that below 256 rows of M one CTA computes zeros.
         if base.op == "wgmma" and (M <= 16 or (base.cluster > 1 and M <= 128)):

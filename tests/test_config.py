@@ -179,16 +179,23 @@ def test_widening_pass_stages_a_narrow_and_b_wide():
         KernelConfig("int4", unpack="pass")
 
 
-def test_swap_is_the_pass_kernels_c_transposed():
+def test_swap_is_c_transposed_from_tma_kernels():
+    """swap: C^T from INT4's pass kernel or INT8's TMA kernels (tiles 16
+    columns wide only there), stored from registers."""
     from numgemm import registry
 
     swap = registry.get("int4_wgmma_unpack_s8_swap")
     assert swap.swap and swap.unpack == "pass" and not swap.stage_c and swap.name.endswith("_aregs_swap")
-    for bad in (dict(stage_c=True), dict(split_k=2)):
-        with pytest.raises(ValueError, match="swap: C\\^T from an unpack=pass kernel"):
-            swap.replace(**bad)
-    with pytest.raises(ValueError, match="swap: C\\^T from an unpack=pass kernel"):
-        registry.get("int4_wgmma_unpack_s8_ld").replace(swap=True)
+    narrow = registry.get("int8_wgmma_swap")
+    assert narrow.bn == 16 and narrow.tma_box_rows == (64, 16) and narrow.name.endswith("_swap")
+    message = "swap: C\\^T from an INT8 or an unpack=pass INT4 TMA kernel"
+    for cfg, bad in ((swap, dict(stage_c=True)), (swap, dict(split_k=2)), (narrow, dict(split_k=2)),
+                     (registry.get("int4_wgmma_unpack_s8_ld"), dict(swap=True)),
+                     (registry.get("fp16_wgmma"), dict(swap=True, stage_c=False))):
+        with pytest.raises(ValueError, match=message):
+            cfg.replace(**bad)
+    with pytest.raises(ValueError, match="16 with s8, for C\\^T"):
+        narrow.replace(swap=False)
 
 
 def test_register_split_fills_the_launch_bounds_pool():

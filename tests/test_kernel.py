@@ -259,6 +259,8 @@ def test_tma_operands_of_every_shape(name, rng):
                                          ("int4_wgmma_unpack_s8_swap", dict(bn=256, stages=5, cluster=1,
                                                                             persistent=False)),
                                          ("int4_wgmma_unpack_s8_swap", dict(bm=64, warps_m=4)),
+                                         ("int8_wgmma_swap", {}), ("int8_wgmma_swap", dict(cluster=2)),
+                                         ("int8_wgmma_swap", dict(bm=128, warps_m=8, stages=12, persistent=False)),
                                          ("fp16_wgmma", dict(b_layout="nk", cluster=2, persistent=True)),
                                          ("fp16_wgmma", dict(bn=128)), ("int8_wgmma", dict(bn=128, cluster=1)),
                                          ("int8_wgmma", dict(bm=64, warps_m=4, bn=128)),
@@ -548,7 +550,8 @@ def test_load_sets_are_the_producers_loads_in_flight():
 
 
 @pytest.mark.gpu
-def test_swapped_kernel_shares_b_across_the_batch(rng):
+@pytest.mark.parametrize("name", ["int4_wgmma_unpack_s8_swap", "int8_wgmma_swap"])
+def test_swapped_kernel_shares_b_across_the_batch(name, rng):
     """swap: the kernel's A side is the caller's B, here one for every batch
     of A (its tensor map has one batch), and C comes out transposed back,
     edges and all."""
@@ -556,12 +559,15 @@ def test_swapped_kernel_shares_b_across_the_batch(rng):
 
     import numgemm
 
-    cfg = registry.get("int4_wgmma_unpack_s8_swap")
+    cfg = registry.get(name)
     skip_unless_it_runs_here(cfg)
-    a, bt = rng.integers(-8, 8, (3, 70, 250)), rng.integers(-8, 8, (300, 250))
-    out = cuda.to_device(np.full((3, 70, 300), cfg.prec.poison, np.int32))
-    numgemm.gemm(cuda.to_device(pack_int4(a)), numgemm.transposed(cuda.to_device(pack_int4(bt))), precision="int4",
-                 kernel=cfg, k=250, out=out)
+    lo, hi = cfg.prec.values
+    a, bt = rng.integers(lo, hi, (3, 13, 250)), rng.integers(lo, hi, (300, 250))
+    out = cuda.to_device(np.full((3, 13, 300), cfg.prec.poison, np.int32))
+    pack = pack_int4 if cfg.precision == "int4" else (lambda x: np.ascontiguousarray(x.astype(np.int8)))
+    k = 250 if cfg.precision == "int4" else None
+    numgemm.gemm(cuda.to_device(pack(a)), numgemm.transposed(cuda.to_device(pack(bt))), precision=cfg.precision,
+                 kernel=cfg, k=k, out=out)
     np.testing.assert_array_equal(out.copy_to_host(), a.astype(np.int64) @ bt.T.astype(np.int64))
 
 

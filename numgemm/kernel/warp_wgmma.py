@@ -95,18 +95,16 @@ def _transposed(cfg, n_acc):
     sectors. A tile inside C^T stores from one address and constant offsets
     (a multiple of C's row stride each); at the edges, element by element,
     bounds-checked. Written out, as the epilogue is."""
+    # accumulator e: row r0 + dr, column c0 + dc of C^T
+    cells = [(e, 8 * ((e >> 1) & 1), 8 * (e // 4) + (e & 1)) for e in range(n_acc)]
     lines = ["lane = tid & 31", "g, t = lane >> 2, lane & 3", "r0, c0 = m0 + wr0 + g, n0 + 2 * t",
              "if m0 + bm <= M and n0 + bn <= N:",
              "    ldc = u64(C.strides[1])",
              "    at = global_addr(C, 0) + u64(z) * u64(C.strides[0]) + u64(c0) * ldc + u64(r0) * u64(4)"]
-    for e in range(n_acc):
-        j, h, p = e // 4, (e >> 1) & 1, e & 1
-        lines.append(f"    st(at + u64({8 * j + p}) * ldc + u64({32 * h}), u32(acc[{e}]))")
+    lines += [f"    st(at + u64({dc}) * ldc + u64({4 * dr}), u32(acc[{e}]))" for e, dr, dc in cells]
     lines += ["    return"]
-    for e in range(n_acc):
-        j, h, p = e // 4, (e >> 1) & 1, e & 1
-        lines += [f"if r0 + {8 * h} < M and c0 + {8 * j + p} < N:",
-                  f"    C[u32(z), u32(c0 + {8 * j + p}), u32(r0 + {8 * h})] = acc[{e}]"]
+    for e, dr, dc in cells:
+        lines += [f"if r0 + {dr} < M and c0 + {dc} < N:", f"    C[u32(z), u32(c0 + {dc}), u32(r0 + {dr})] = acc[{e}]"]
     env = {"bm": cfg.bm, "bn": cfg.bn, "global_addr": P.global_addr, "u32": u32, "u64": u64,
            "st": P.routines("inline").st_global_b32}
     return generated("store", "acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned", lines, env)
@@ -286,11 +284,12 @@ def _a_from_registers(ksteps, pitch, b_step, acc_tuple):
     step's rows, 16-31 the second's), and lane (g, q) receives word q of rows
     g and g + 8 of each. A word widened gives its even elements (first
     register) and odd ones (second): a0, a2 and a1, a3 of the wgmma's A
-    fragment (a<kk>: k step kk's), in the order the producer lays B out.
-    Each group of A_GROUP k steps is committed before the next is widened,
-    which waits (wait_group 1) for the group before that one: the consumer's
-    k loop ends each k-tile with the same wait, so the k-tile's first group
-    finds the last but one group ended too."""
+    fragment (a<kk>: k step kk's), in the order B is laid out (by the
+    widening producer, or unpack="pass"'s kernel: widen_pass). Each group of
+    A_GROUP k steps is committed before the next is widened, which waits
+    (wait_group 1) for the group before that one: the consumer's k loop ends
+    each k-tile with the same wait, so the k-tile's first group finds the
+    last but one group ended too."""
     unit = pitch // 64                  # chunks a k step's s4 lies apart
     lines = ["tid = cuda.threadIdx.x", "lane = tid & 31",
              f"row = a_tile + u32((((tid >> 5) & 3) * 16 + (lane & 15)) * {pitch})",

@@ -18,7 +18,7 @@ SWIZZLE_BYTES = 128         # a swizzled shared row (and a TMA box's row): the 1
 #: and 320 have routines for f16 with B as K x N only; 16 for s8 only (C^T where M <= 16).
 WGMMA_PARTS = {16: (16,), 32: (32,), 64: (64,), 128: (128,), 192: (192,), 256: (256,), 320: (256, 64)}
 _F16_KN_ONLY = (32, 64, 192, 320)
-#: op="wgmma" by TMA: the most stages its ring of mbarriers may have (cp.async kernels: 5).
+#: copy="tma": the most stages its ring of mbarriers may have (cp.async kernels: 5).
 RING_STAGES = 16
 
 
@@ -52,7 +52,7 @@ class KernelConfig:
     warps_n: int = 2
     warps_k: int = 1           # warps sharing one warp tile, each taking every warps_k-th k step
                                # of a k-tile; their sums meet in shared memory at the end
-    stages: int = 3            # cp.async pipeline depth, 2..5
+    stages: int = 3            # pipeline depth: 2..5 by cp.async, 2..RING_STAGES by TMA
     a_ldmatrix: int = 4        # ldmatrix width (x1/x2/x4) for A fragments (mma); 0: ld.shared + packing
     b_ldmatrix: int = 4        # ldmatrix width for B fragments (mma); 0: ld.shared + packing
     cache: str = "cg"          # cp.async cache operator: ca (L1 + L2) | cg (L2 only)
@@ -637,10 +637,10 @@ class KernelConfig:
             err.append(f"swizzled K x N B: a warp's {wn} columns must be one {SWIZZLE_BYTES}-byte box wide")
         if self.zfill_src not in ("base", "any"):
             err.append("zfill_src must be base or any")
-        ring = self.op == "wgmma" and self.copy == "tma"       # mbarriers count its stages, not wait_group
+        ring = self.copy == "tma"       # mbarriers count its stages, not cp.async.wait_group
         if not 2 <= self.stages <= (RING_STAGES if ring else 5):
-            err.append(f"stages must be 2..5 (cp.async.wait_group 0..3), or 2..{RING_STAGES} for wgmma by "
-                       f"TMA, got {self.stages}")
+            err.append(f"stages must be 2..5 (cp.async.wait_group 0..3), or 2..{RING_STAGES} by TMA, "
+                       f"got {self.stages}")
         if self.smem_pad % 16:
             err.append("smem_pad must be a multiple of 16 bytes (ldmatrix rows are 16-byte aligned)")
         for name, width in (("a_ldmatrix", self.a_ldmatrix), ("b_ldmatrix", self.b_ldmatrix)):

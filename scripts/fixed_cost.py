@@ -77,7 +77,7 @@ def _read(words, out):
         out[0] = acc
 
 
-def read_points(nbytes_list, sms):
+def _read_points(nbytes_list, sms):
     """(bytes, us) of _read over each size, the best of a few launch shapes,
     rotated over buffers that overflow L2 three times."""
     l2 = getattr(cuda.get_current_device(), "L2_CACHE_SIZE", 50 * 2**20)
@@ -139,7 +139,7 @@ def main(argv):
         points.append((2 * nbytes, ms * 1e3))
     _report(f"device copy of {p0}'s bytes (counted twice)", points, copy_gbs)
     sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
-    _report(f"a read of {p0}'s bytes, nothing else", read_points([int(bytes_moved(p0, 1, M, N, K)) for K in ks], sms),
+    _report(f"a read of {p0}'s bytes, nothing else", _read_points([int(bytes_moved(p0, 1, M, N, K)) for K in ks], sms),
             copy_gbs)
     try:
         import torch

@@ -18,8 +18,6 @@ tiling as their mma twins (unlike the study's INT4 WMMA, which used 8 x 8
 warp tiles); they stay padded, as WMMA reads rows of one stride.
 """
 
-from dataclasses import fields
-
 from .config import KernelConfig, field_suffix
 from .toolchain import has_native_s4_mma
 
@@ -220,10 +218,8 @@ def default(precision, b_layout, preset="tuned", cc=None, m=None, k=None):
         name = f"{precision}_wgmma"         # sm_90a: the warpgroup's instruction (docs/findings.md)
     cfg = REGISTRY[preset][name]
     if cc is not None and cfg.op == "mma":      # the same kernel copying with TMA, where registered and this GPU has it
-        cfg = next((c for c in REGISTRY[preset].values()
-                    if c.copy == "tma" and c.op == "mma" and c.unsupported(cc) is None
-                    and all(getattr(c, f.name) == getattr(cfg, f.name) for f in fields(cfg)
-                            if f.name not in ("copy", "swizzle"))), cfg)
+        twin = {**cfg.describe(), "copy": "tma", "swizzle": True}      # TMA lands its boxes swizzled
+        cfg = next((c for c in REGISTRY[preset].values() if c.describe() == twin and c.unsupported(cc) is None), cfg)
     if cfg.b_layout == b_layout:
         return cfg
     for other in REGISTRY[preset].values():     # e.g. the K x N INT4 ablation

@@ -268,8 +268,9 @@ def test_a_repeated_int4_call_widens_the_new_b(rng):
     from numgemm.quant import pack_int4
 
     cfg = registry.get("int4_wgmma_unpack_s8")
-    if cfg.unsupported(tuple(cuda.get_current_device().compute_capability)):
-        pytest.skip(cfg.unsupported(tuple(cuda.get_current_device().compute_capability)))
+    why = cfg.unsupported(tuple(cuda.get_current_device().compute_capability))
+    if why:
+        pytest.skip(why)
     a, bt = rng.integers(-8, 8, (300, 256)), rng.integers(-8, 8, (520, 256))
     da, dbt = cuda.to_device(pack_int4(a)), cuda.to_device(pack_int4(bt))
     out = cuda.device_array((300, 520), np.int32)

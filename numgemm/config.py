@@ -129,14 +129,18 @@ class KernelConfig:
                                # filling what lies outside the matrix; the warps wait on an mbarrier
                                # per stage; shared rows are 128-byte swizzled instead of padded;
                                # no bounds checks, so zfill_src and interior_loop do not apply)
-    cluster: int = 1           # op=wgmma: CTAs of a thread-block cluster on neighbouring tile rows; each
-                               # loads its share of the B tile they have in common and TMA multicasts
-                               # it to all of them (B read from L2 once per cluster, not per CTA)
+    cluster: int = 1           # op=wgmma: CTAs (1, 2 or 4) of a thread-block cluster on neighbouring tile
+                               # rows; each loads its share of the B tile they have in common and TMA
+                               # multicasts it to all of them (B read from L2 once per cluster, not per CTA)
     multicast: str = "b"       # cluster > 1: the operand its CTAs share: b (on neighbouring tile rows, as
                                # above) | a (on neighbouring tile columns: each loads its rows of the A
                                # tile they have in common and multicasts them; for M of one tile row)
     persistent: bool = False   # op=wgmma: one block per SM walks the output tiles (the producer fills
                                # the next tile's stages while the consumers store); else a block a tile
+    even_waves: bool = False   # persistent: the fewest blocks that walk the tiles in as many waves as one a
+                               # SM would, every block the same count (2048 tiles: 128 blocks of 16, not
+                               # 132 of 15 or 16), the SMs left over idle: the same waves for less power
+                               # (moot without persistent, and with stream_k, which takes every SM)
     stream_k: bool = False     # persistent: the tiles past the last whole wave, and one wave more, are shared
                                # out among all the clusters by k-tiles (stream-K; a grid of every SM): a
                                # tile split between CTAs is stored by the one with its first k-tile, which
@@ -505,11 +509,12 @@ class KernelConfig:
         for f in ("warps_k", "a_ldmatrix", "b_ldmatrix", "cache", "evict", "b_layout", "b_global", "acc", "out",
                   "smem_pad", "swizzle", "private_tiles", "raster", "k_stagger", "linkage", "unpack", "min_blocks",
                   "copy_parts", "zfill_src", "interior_loop", "copy", "cluster", "multicast", "persistent",
-                  "stream_k", "reg_buffers", "split_k", "split_sum", "a_regs", "swap", "load_sets", "widen_in",
+                  "even_waves", "stream_k", "reg_buffers", "split_k", "split_sum", "a_regs", "swap", "load_sets", "widen_in",
                   "stage_c", "c_tma", "stagger"):
             value = getattr(self, f)
             if (f == "acc" and value == self.prec.acc) or (f == "reg_buffers" and value == self.auto_reg_buffers) \
-                    or (f in ("swizzle", "zfill_src", "interior_loop") and self.copy == "tma"):  # implied, or moot
+                    or (f in ("swizzle", "zfill_src", "interior_loop") and self.copy == "tma") \
+                    or (f == "even_waves" and (self.stream_k or not self.persistent)):  # implied, or moot
                 continue
             if value != default[f].default:
                 s += "_" + field_suffix(f, value)
@@ -519,7 +524,8 @@ class KernelConfig:
         """Blocks along grid.x for an M x N output on a GPU of `sms` SMs: a
         block a tile (the tile rows rounded up to whole clusters), or
         (persistent) at most one a SM, in whole clusters (stream_k: one a
-        SM, however few the tiles); split-K's split_k
+        SM, however few the tiles; even_waves: as few as take as many
+        waves); split-K's split_k
         blocks of a tile lie along grid.z, so a persistent kernel then has
         1 / split_k of the SMs along x."""
         tiles_m = -(-M // self.bm)
@@ -532,7 +538,10 @@ class KernelConfig:
             return tiles
         if self.stream_k:                   # every SM: the tail's k-tiles spread over them all
             return max(1, sms // self.cluster) * self.cluster
-        return min(tiles, max(1, sms // self.split_k // self.cluster) * self.cluster)
+        units, wave = tiles // self.cluster, max(1, sms // self.split_k // self.cluster)
+        if self.even_waves:
+            wave = -(-units // -(-units // wave))
+        return min(units, wave) * self.cluster
 
     def replace(self, **changes):
         """A variant: this config with the given fields changed."""
@@ -749,8 +758,8 @@ class KernelConfig:
                           or self.stage_c or self.split_k > 1 or self.stream_k):
             err.append("swap: C^T from an INT8 or an unpack=pass INT4 TMA kernel, stored transposed from "
                        "registers (no stage_c; no split-K or stream-K, whose workspaces hold C's own layout)")
-        if self.cluster not in (1, 2) or self.rows_b % (self.cluster * 8):
-            err.append(f"wgmma: cluster 1 or 2, splitting B's tile into whole boxes, got {self.cluster}")
+        if self.cluster not in (1, 2, 4) or self.rows_b % (self.cluster * 8):
+            err.append(f"wgmma: cluster 1, 2 or 4, splitting B's tile into whole boxes, got {self.cluster}")
         if self.multicast not in ("a", "b") or (self.multicast == "a" and (
                 self.cluster == 1 or self.copy != "tma" or self.bm % (self.cluster * 8))):
             err.append(f"multicast b, or a (a cluster's CTAs sharing the A tile by TMA, each 8 or more whole "
@@ -787,6 +796,7 @@ _SHORT = {
     "cluster": lambda v: f"cl{v}",
     "multicast": lambda v: f"mc{v}",
     "persistent": lambda v: "pers",
+    "even_waves": lambda v: "ew",
     "stream_k": lambda v: "sk",
     "reg_buffers": lambda v: f"rb{v}",
     "split_k": lambda v: f"split{v}",

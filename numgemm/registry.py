@@ -99,10 +99,11 @@ def _families(preset):
         # sm_90a: wgmma, the warpgroup's instruction, in a warp-specialised block: a
         # producer warpgroup has TMA fill 4 stages, two consumer warpgroups of 64 x 256;
         # clusters of two CTAs on neighbouring tile rows share B by TMA multicast, and
-        # one block per SM walks the tiles (persistent); each consumer warp stores C through
-        # shared memory in whole lines (stage_c). _cl1: each CTA loads all of B.
+        # at most one block per SM walks the tiles (persistent), as few as take as many waves
+        # (even_waves); each consumer warp stores C through shared memory in whole lines
+        # (stage_c). _cl1: each CTA loads all of B.
         wgmma = dict(op="wgmma", bm=128, bn=256, warps_m=8, warps_n=1, copy="tma", copy_parts=1,
-                     cluster=2, persistent=True, stage_c=True)
+                     cluster=2, persistent=True, even_waves=True, stage_c=True)
         for prec, base in (("fp16", fp16), ("int8", int8)):
             families[prec][f"{prec}_wgmma"] = base.replace(**wgmma)
             families[prec][f"{prec}_wgmma_cl1"] = base.replace(**wgmma).replace(cluster=1)

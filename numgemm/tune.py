@@ -41,7 +41,8 @@ def candidates(precision, cc, shape, sms):
     C^T tiles 16 columns wide; and each of those split over K where its tiles leave SMs
     idle, by factors that give every block at least two k-tiles (not the
     widening wgmma ones); the persistent TMA ones there also with their
-    k-tiles streamed over every SM (stream_k)."""
+    k-tiles streamed over every SM (stream_k); and each unsplit one whose
+    persistent grid even_waves changes at this shape, with it flipped."""
     M, N, K = shape
     pool = {}
     for name in registry.choices(precision, cc):
@@ -77,6 +78,10 @@ def candidates(precision, cc, shape, sms):
                         pool[f"{name}{tag}_split{split}"] = cfg.replace(split_k=split)
                     except ValueError:      # e.g. f16 sums, which have no workspace
                         continue
+    for label, cfg in list(pool.items()):
+        other = cfg.replace(even_waves=not cfg.even_waves)
+        if cfg.split_k == 1 and other.grid_blocks(M, N, sms) != cfg.grid_blocks(M, N, sms):
+            pool[f"{label}_{'ew' if other.even_waves else 'every_sm'}"] = other
     return pool
 
 

@@ -170,7 +170,7 @@ def test_widening_pass_stages_a_narrow_and_b_wide():
     assert cfg.tma_box_bytes == (64, 128) and cfg.pitch_a == 64 and cfg.b_tile_shape == (256, 128)
     assert cfg.stage_bytes == 128 * 64 + 256 * 128 and cfg.register_split == (40, 232)
     assert cfg.mma_k == 32 and cfg.wgmma_prec.name == "int8" and cfg.max_k is None and not cfg.scaled
-    assert cfg.name.endswith("_unpackpass_tma_cl2_pers_aregs_sc")
+    assert cfg.name.endswith("_unpackpass_tma_cl2_pers_ew_aregs_sc")
     with pytest.raises(ValueError, match=r"with unpack=pass, always"):
         cfg.replace(a_regs=False)
     with pytest.raises(ValueError, match="unpack=pass: a k-tile of 64 bytes of s4"):
@@ -196,6 +196,25 @@ def test_swap_is_c_transposed_from_tma_kernels():
             cfg.replace(**bad)
     with pytest.raises(ValueError, match="16 with s8, for C\\^T"):
         narrow.replace(swap=False)
+
+
+def test_even_waves_takes_the_fewest_blocks_for_the_same_waves():
+    """A persistent grid with even_waves: as many waves as one block an SM
+    would take, every block (cluster) the same count of tiles where they
+    divide; the name says so only where it changes the grid's rule."""
+    from numgemm import registry
+
+    cfg = registry.get("fp16_wgmma")
+    assert cfg.even_waves and "_pers_ew_" in cfg.name
+    every = cfg.replace(even_waves=False)
+    assert every.grid_blocks(8192, 8192, 132) == 132 and cfg.grid_blocks(8192, 8192, 132) == 128  # 2048 tiles
+    assert cfg.grid_blocks(8192, 8448, 132) == every.grid_blocks(8192, 8448, 132) == 132    # 16 whole waves
+    assert cfg.grid_blocks(2048, 2048, 132) == 128                                         # 128 tiles, one each
+    assert cfg.grid_blocks(2200, 2600, 132) == 100          # 99 cluster pairs: 2 waves of 50 pairs, not of 66
+    assert cfg.replace(cluster=1).grid_blocks(8192, 8192, 132) == 128
+    for moot in (dict(persistent=False), dict(stream_k=True)):
+        assert "_ew" not in cfg.replace(**moot).name
+    assert cfg.replace(stream_k=True).grid_blocks(2048, 2048, 132) == 132
 
 
 def test_register_split_fills_the_launch_bounds_pool():

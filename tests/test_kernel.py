@@ -282,12 +282,15 @@ def test_tma_operands_of_every_shape(name, rng):
                                          ("fp16_wgmma", dict(bn=320, stages=3)),
                                          ("fp16_wgmma", dict(bn=192)), ("fp16_wgmma_cl1", dict(bn=192, stages=5)),
                                          ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=32, stages=16, stage_c=False)),
-                                         ("int8_wgmma", dict(bm=64, warps_m=4, bn=128, split_k=2))])
+                                         ("int8_wgmma", dict(bm=64, warps_m=4, bn=128, split_k=2)),
+                                         ("fp16_wgmma", dict(even_waves=False)), ("int8_wgmma", dict(cluster=4)),
+                                         ("fp16_wgmma_c16", dict(cluster=4))])
 def test_wgmma_clusters_and_persistent_tiles(name, fields, rng):
     """A cluster pairs tile rows (an odd count leaves a CTA past M, which must
     still share its part of B and store nothing; multicast="a": tile columns,
-    past N, sharing A); a persistent grid walks more tiles than the GPU has
-    SMs, its ring's barrier phases running on across tiles."""
+    past N, sharing A; four rows share B too); a persistent grid walks more
+    tiles than the GPU has SMs (even_waves: in fewer blocks), its ring's
+    barrier phases running on across tiles."""
     cfg = registry.get(name).replace(**fields)
     skip_unless_it_runs_here(cfg)
     for batch, M, N, K in ((1, 300, 520, 200), (2, 1030, 2100, 136), (1, 2200, 2600, 72)):

@@ -44,11 +44,24 @@ def test_int4_pass_kernel_computes_c_transposed_where_m_is_small():
     """swap twins of INT4's pass kernel, in its tilings, where 16 < M < N;
     none at the squares or where M <= 16."""
     pool = tune.candidates("int4", H200, (256, 8192, 8192), 132)
-    assert {label for label, c in pool.items() if c.swap} == {"int4_wgmma_unpack_s8_swap_128x256",
-                                                               "int4_wgmma_unpack_s8_swap_128x128",
-                                                               "int4_wgmma_unpack_s8_swap_64x128"}
+    assert {label for label, c in pool.items() if c.swap and c.even_waves} == {
+        "int4_wgmma_unpack_s8_swap_128x256", "int4_wgmma_unpack_s8_swap_128x128", "int4_wgmma_unpack_s8_swap_64x128"}
     for shape in ((8192, 8192, 8192), (16, 8192, 8192)):
         assert not any(c.swap for c in tune.candidates("int4", H200, shape, 132).values())
+
+
+def test_persistent_grids_both_ways_where_even_waves_changes_them():
+    """At 8192^3 (2048 tiles of 128 x 256: 15.5 waves of 132 SMs) each
+    persistent kernel also with one block on every SM; at 2048^3 the 128
+    tiles of 128 x 256 are fewer than the SMs, so the grids are the same and
+    there is no twin (the smaller tiles there have one)."""
+    pool = tune.candidates("fp16", H200, (8192, 8192, 8192), 132)
+    twins = {label: c for label, c in pool.items() if c.persistent and not c.even_waves}
+    assert twins and all(label.endswith("_every_sm") and c.replace(even_waves=True) in pool.values()
+                         and c.grid_blocks(8192, 8192, 132) == 132 for label, c in twins.items())
+    assert pool["fp16_wgmma"].grid_blocks(8192, 8192, 132) == 128
+    small = tune.candidates("fp16", H200, (2048, 2048, 2048), 132)
+    assert "fp16_wgmma" in small and "fp16_wgmma_every_sm" not in small and "fp16_wgmma_64x64_every_sm" in small
 
 
 def test_stream_k_where_tiles_leave_sms_idle():

@@ -712,7 +712,7 @@ def test_stream_k_keeps_the_wgmma_k_loop(name):
     # float16 C: one register spilled around the tail's rounding epilogue, outside the k loop
     assert sk.local_bytes <= (8 if base.out else 0) and sk.calls == 0
     cfg = base.replace(stream_k=True)
-    assert "_sk" in cfg.name and cfg.name.replace("_sk", "") == base.name
+    assert "_sk" in cfg.name and cfg.name.replace("_sk", "") == base.replace(even_waves=False).name   # (moot)
     assert cfg.grid_blocks(512, 512, 132) == 132 // cfg.cluster * cfg.cluster
     from numgemm.kernel import argtypes
 

@@ -509,8 +509,8 @@ class KernelConfig:
         for f in ("warps_k", "a_ldmatrix", "b_ldmatrix", "cache", "evict", "b_layout", "b_global", "acc", "out",
                   "smem_pad", "swizzle", "private_tiles", "raster", "k_stagger", "linkage", "unpack", "min_blocks",
                   "copy_parts", "zfill_src", "interior_loop", "copy", "cluster", "multicast", "persistent",
-                  "even_waves", "stream_k", "reg_buffers", "split_k", "split_sum", "a_regs", "swap", "load_sets", "widen_in",
-                  "stage_c", "c_tma", "stagger"):
+                  "even_waves", "stream_k", "reg_buffers", "split_k", "split_sum", "a_regs", "swap", "load_sets",
+                  "widen_in", "stage_c", "c_tma", "stagger"):
             value = getattr(self, f)
             if (f == "acc" and value == self.prec.acc) or (f == "reg_buffers" and value == self.auto_reg_buffers) \
                     or (f in ("swizzle", "zfill_src", "interior_loop") and self.copy == "tma") \

@@ -539,8 +539,9 @@ class KernelConfig:
         if self.stream_k:                   # every SM: the tail's k-tiles spread over them all
             return max(1, sms // self.cluster) * self.cluster
         units, wave = tiles // self.cluster, max(1, sms // self.split_k // self.cluster)
-        if self.even_waves:
-            wave = -(-units // -(-units // wave))
+        if self.even_waves:                 # the same count of waves, spread evenly over the clusters
+            waves = -(-units // wave)
+            wave = -(-units // waves)
         return min(units, wave) * self.cluster
 
     def replace(self, **changes):

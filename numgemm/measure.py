@@ -79,15 +79,20 @@ def check(precision, chosen, cc, rng):
     return checked
 
 
-def operand_sets(precision, batch, shape, rng):
-    """Host operands of one shape: as many sets (up to 8) as it takes for the
-    rotated inputs to overflow L2 three times (timed runs read from DRAM)."""
+def rotations(nbytes):
+    """How many buffers of nbytes a timed run rotates over: as many (up to 8)
+    as it takes to overflow L2 three times, so that each run reads from DRAM."""
     from numba import cuda
 
-    M, N, K = shape
     l2 = getattr(cuda.get_current_device(), "L2_CACHE_SIZE", 50 * 2**20)
-    sets = min(8, max(1, math.ceil(3 * l2 / bytes_moved(precision, batch, M, N, K))))
-    return [operands.values(precision, batch, M, N, K, rng) for _ in range(sets)]
+    return min(8, max(1, math.ceil(3 * l2 / nbytes)))
+
+
+def operand_sets(precision, batch, shape, rng):
+    """Host operands of one shape, as many sets as rotations() of its bytes."""
+    M, N, K = shape
+    return [operands.values(precision, batch, M, N, K, rng)
+            for _ in range(rotations(bytes_moved(precision, batch, M, N, K)))]
 
 
 def timed(precision, cfg, shape, dev_sets, host_sets, args, rng, between=None, during=None):

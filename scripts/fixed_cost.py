@@ -32,7 +32,7 @@ from variants import variant
 
 from numgemm import operands
 from numgemm.bench import measure_copy_bandwidth
-from numgemm.measure import bytes_moved, operand_sets, timed
+from numgemm.measure import bytes_moved, operand_sets, rotations, timed
 from numgemm.timing import time_gpu
 
 
@@ -80,13 +80,12 @@ def _read(words, out):
 def _read_points(nbytes_list, sms):
     """(bytes, us) of _read over each size, the best of a few launch shapes,
     rotated over buffers that overflow L2 three times."""
-    l2 = getattr(cuda.get_current_device(), "L2_CACHE_SIZE", 50 * 2**20)
     out = cuda.device_array(1, np.uint32)
     points = []
     for nbytes in nbytes_list:
         n = -(-nbytes // 16) * 4
         bufs = [cuda.to_device(np.random.default_rng(j).integers(0, 2**32, n, dtype=np.uint32))
-                for j in range(min(8, max(1, -(-3 * l2 // (4 * n)))))]
+                for j in range(rotations(4 * n))]
         best = min(time_gpu(lambda i: _read[sms * per_sm, threads](bufs[i % len(bufs)], out), repeats=20)[0]
                    for per_sm in (2, 4, 8) for threads in (256, 512))
         points.append((4 * n, best * 1e3))
@@ -131,16 +130,15 @@ def main(argv):
         _report(f"{name}:{fields}", points, copy_gbs)
     # The same bytes as the first kernel's B, copied (read and written once each).
     p0 = specs[0][2].precision if specs else os.environ.get("PRECISION", "int8")
+    sizes = [int(bytes_moved(p0, 1, M, N, K)) for K in ks]
     points = []
-    for K in ks:
-        nbytes = int(bytes_moved(p0, 1, M, N, K))
+    for nbytes in sizes:
         src, dst = cuda.device_array(nbytes, np.uint8), cuda.device_array(nbytes, np.uint8)
         ms, _ = time_gpu(lambda i: dst.copy_to_device(src), repeats=20)
         points.append((2 * nbytes, ms * 1e3))
     _report(f"device copy of {p0}'s bytes (counted twice)", points, copy_gbs)
     sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
-    _report(f"a read of {p0}'s bytes, nothing else", _read_points([int(bytes_moved(p0, 1, M, N, K)) for K in ks], sms),
-            copy_gbs)
+    _report(f"a read of {p0}'s bytes, nothing else", _read_points(sizes, sms), copy_gbs)
     try:
         import torch
     except ImportError:

@@ -5,14 +5,19 @@ A tensor map is 128 opaque bytes that the driver encodes
 (cuTensorMapEncodeTiled). A kernel can take one by value only as a
 __grid_constant__ parameter, which Numba cannot declare, so numgemm keeps
 A's and B's maps in global memory, 256 bytes per operand pair, and passes
-their address. The maps of recent operand pairs stay on the device
-(device_maps): encoding and copying them costs more than a launch.
+their address. Those bytes are written once and belong to the Maps object
+that holds them (maps()); a plan keeps its Maps, so a kept launch reads its
+own operands' maps however many other operands have been launched since.
+Recent Maps stay cached by what they encode: encoding and copying them
+costs more than a launch.
 """
 
+import collections
 import ctypes
 import ctypes.util
 import functools
-from dataclasses import dataclass
+import threading
+import weakref
 
 import numpy as np
 from numba import cuda
@@ -72,55 +77,95 @@ def encode(x, box_rows, box_bytes=SWIZZLE_BYTES):
     return np.frombuffer(out, np.uint64).copy()
 
 
-def device_maps(a, b, cfg):
-    """The global address of A's tensor map, with B's 128 bytes after it
-    (copy="tma"), for cfg's boxes. B is N x K bytes, or K x N: then its map's
-    rows are k and a box is 128 (or 64: cfg.b_swizzle) bytes of N.
-
-    The maps live in a ring of slots on each device, one allocation: a new
-    operand pair takes the next slot (two encodings and a 256-byte copy),
-    the same pair again finds its slot. A slot is rewritten only after
-    _SLOTS - 1 other pairs, by a synchronous copy, which waits for the
-    kernels on blocking streams; a kernel still queued on a non-blocking
-    stream behind that many others would read the new maps."""
+def operand_maps(a, b, cfg):
+    """Maps holding A's tensor map, with B's 128 bytes after it (copy="tma"),
+    for cfg's boxes. B is N x K bytes, or K x N: then its map's rows are k
+    and a box is 128 (or 64: cfg.b_swizzle) bytes of N."""
     rows, nbytes = cfg.tma_box_rows, cfg.tma_box_bytes
-    return _slot([(a, rows[0], nbytes[0]), (b, rows[1], nbytes[1])])
+    return maps([(a, rows[0], nbytes[0]), (b, rows[1], nbytes[1])])
 
 
-def device_map_c(c):
-    """The global address of C's tensor map for c_tma's stores: c a (batch,
-    rows, bytes) uint8 view of C, boxes of a warp's 16 rows x 128 bytes in
-    the 128-byte swizzle; a slot of device_maps' ring."""
-    return _slot([(c, 16, SWIZZLE_BYTES)])
+def c_maps(c):
+    """Maps holding C's tensor map for c_tma's stores: c a (batch, rows,
+    bytes) uint8 view of C, boxes of a warp's 16 rows x 128 bytes in the
+    128-byte swizzle."""
+    return maps([(c, 16, SWIZZLE_BYTES)])
 
 
-def _slot(specs):
-    """The address of the ring's slot holding the maps of specs ((x,
-    box_rows, box_bytes) each, at most two), encoding them into the next
-    slot if no slot holds them."""
+class Maps:
+    """Up to two tensor maps in device memory that nothing ever rewrites:
+    `address` is where a kernel reads them, for as long as this object lives.
+    A plan (and its prepared launch) holds the Maps it launches with, so no
+    later call can change what a kept launch reads; the memory goes back
+    when the last holder lets go, through numba-cuda's deferred
+    deallocation, as any device array's does."""
+
+    __slots__ = ("address", "_slab", "__weakref__")
+
+    def __init__(self, slab, address):
+        self._slab, self.address = slab, address
+
+
+def maps(specs):
+    """The Maps of specs ((x, box_rows, box_bytes) each, at most two): the
+    live Maps of the same encodings where there is one, else encoded anew
+    into a fresh 256 bytes.
+
+    The cache is keyed by everything an encoding depends on (device,
+    pointer, shape, strides, box), so a hit is the same 256 bytes the
+    encoder would write; it keeps the _CACHED most recent Maps alive, and
+    finds any older one still held by a plan."""
     device = cuda.get_current_device().id
     key = (device,) + tuple((x.device_ctypes_pointer.value, x.shape, x.strides, rows, nbytes)
                             for x, rows, nbytes in specs)
-    ring = _RINGS.get(device)
-    if ring is None:
-        ring = _RINGS[device] = _Ring(cuda.device_array(_SLOTS * 32, np.uint64), [None] * _SLOTS, {}, 0)
-    slot = ring.slot_of.get(key)
-    if slot is None:
-        maps = np.concatenate([encode(x, rows, nbytes) for x, rows, nbytes in specs])
-        slot, ring.next = ring.next, (ring.next + 1) % _SLOTS
-        ring.slot_of.pop(ring.owner[slot], None)
-        ring.maps[slot * 32:slot * 32 + maps.size].copy_to_device(maps)
-        ring.owner[slot], ring.slot_of[key] = key, slot
-    return ring.maps.device_ctypes_pointer.value + 256 * slot
+    with _LOCK:
+        held = _RECENT.get(key) or _LIVE.get(key)
+        if held is None:
+            held = _new_maps(device, [encode(x, rows, nbytes) for x, rows, nbytes in specs])
+            _LIVE[key] = held
+        _RECENT[key] = held
+        _RECENT.move_to_end(key)
+        if len(_RECENT) > _CACHED:
+            _RECENT.popitem(last=False)
+        return held
 
 
-@dataclass
-class _Ring:
-    maps: object        # device array of _SLOTS x 32 uint64: A's map, B's map per slot
-    owner: list         # the key each slot holds
-    slot_of: dict
-    next: int
+def _new_maps(device, encoded):
+    """Fresh Maps holding the encoded maps: the next 256 bytes of the
+    device's current slab, written once through pinned memory (a copy from
+    pinned memory is complete when it returns, so every stream's later
+    kernels see it, non-blocking ones too)."""
+    slab = _SLABS.get(device)
+    if slab is None or slab.used == _PER_SLAB:
+        slab = _SLABS[device] = _Slab()
+    staging = _staging(device)
+    staging[:] = 0
+    for i, m in enumerate(encoded):
+        staging[16 * i:16 * i + 16] = m
+    i, slab.used = slab.used, slab.used + 1
+    slab.mem[32 * i:32 * i + 32].copy_to_device(staging)
+    return Maps(slab, slab.base + 256 * i)
 
 
-_SLOTS = 256
-_RINGS = {}
+class _Slab:
+    """One allocation that _PER_SLAB Maps take 256 bytes of each, in turn,
+    none of them twice: alive while the device's current slab or any Maps
+    of it is."""
+
+    def __init__(self):
+        self.mem = cuda.device_array(_PER_SLAB * 32, np.uint64)
+        self.base = self.mem.device_ctypes_pointer.value
+        self.used = 0
+
+
+@functools.cache
+def _staging(device):
+    return cuda.pinned_array(32, np.uint64)
+
+
+_PER_SLAB = 64              # Maps per allocation (16 KB)
+_CACHED = 1024              # recent Maps kept alive by the cache itself
+_LOCK = threading.Lock()
+_SLABS = {}                 # device -> the slab new Maps come from
+_RECENT = collections.OrderedDict()     # key -> Maps, most recent last
+_LIVE = weakref.WeakValueDictionary()   # key -> Maps, while anything holds it

@@ -68,8 +68,9 @@ class _Launch:
     cluster kernel) cluster dimensions in one CUlaunchConfig; calling it is
     one cuLaunchKernelEx, then the launch `then` where there is one (split-K's
     sum; after unpack="pass"'s widening, the GEMM). It holds raw values only,
-    and `keep`: memory of its own (split-K's or the widening's workspace),
-    never a caller's array."""
+    and `keep`: the device state it reads that is numgemm's (its tensor maps,
+    split-K's, stream-K's or the widening's workspace and flags), alive as
+    long as it is; never a caller's array."""
 
     def __init__(self, handle, grid, block, smem, stream, args, name, cluster=1, then=None, keep=None):
         import ctypes
@@ -102,11 +103,12 @@ class _Launch:
 
 #: Prepared launches of recent gemm(..., out=...) calls on device arrays, most
 #: recent last: a repeated call costs its key and the driver's launch. Each
-#: holds the launch's raw arguments (pointers, sizes, strides, the kernel),
-#: no array: memory freed and allocated again at the same address with the
-#: same shape is a new array to the kernel, which reads whatever lies there
-#: when it runs. Calls that copy an operand first (NumPy inputs, INT8 rows
-#: padded to 16 bytes) or allocate their output are not kept.
+#: holds the launch's raw arguments (pointers, sizes, strides, the kernel)
+#: and the state of numgemm's own that it reads (GemmPlan), no caller's
+#: array: memory freed and allocated again at the same address with the same
+#: shape is a new array to the kernel, which reads whatever lies there when
+#: it runs. Calls on NumPy inputs (copied to the GPU) or that allocate their
+#: output are not kept.
 _LAUNCHES = collections.OrderedDict()
 _LAUNCHES_MAX = 64
 
@@ -158,7 +160,15 @@ def _current_context():
 class GemmPlan:
     """A validated GEMM with its kernel compiled and its arguments prepared:
     launch() enqueues the kernel with none of numba-cuda's per-launch argument
-    handling (the bench times kernels this way)."""
+    handling (the bench times kernels this way).
+
+    It owns every piece of device state its launch reads besides the
+    operands and C: tensor maps, workspaces, flags. No other call rewrites
+    them, so a kept plan stays right however many other GEMMs run between
+    its launches. The one piece it shares, unpack="pass"'s widening
+    workspace, each launch fills itself before reading, in its stream's
+    order. The operands and C are the caller's, held as pointers: a plan
+    whose arrays were freed must not be launched."""
 
     cfg: KernelConfig
     args: tuple
@@ -172,6 +182,8 @@ class GemmPlan:
                                     # stream_k: a flag a slot's consumer warp (zeroed)
     widened: object = None          # unpack="pass": (the s4 operand widened first: B, or with swap A; the
                                     # workspace its widening kernel fills, shared: WidenPass.workspace)
+    maps: tuple = ()                # copy="tma", c_tma: the tensormap.Maps its kernel reads, its own
+    pads: tuple = ()                # (operand, its copy in padded rows): copied by every launch, first
 
     def __post_init__(self):
         from numba.cuda.cudadrv import driver
@@ -182,6 +194,7 @@ class GemmPlan:
             helper_function,
             launch_args,
         )
+        from .kernel.pad_rows import PadRows
         from .kernel.split_k import SplitSum
         from .kernel.widen_pass import WidenPass
 
@@ -200,11 +213,16 @@ class GemmPlan:
             self.args = (*self.args[:2], self.workspace, *self.args[3:])
         self.prepared = _Launch(self.cufunc.handle, self.grid, self.cfg.threads, self.cfg.smem_bytes, stream,
                                 launch_args(argtypes(self.cfg), self.args), self.cfg.name, self.cfg.cluster,
-                                then, (self.workspace, self.counts))
+                                then, (self.workspace, self.counts, self.maps))
         if self.widened is not None:                     # unpack="pass": an operand widened first, every launch
             spec, (B, W) = WidenPass(), self.widened
             self.prepared = _Launch(helper_function(spec, device).handle, spec.grid(B), spec.threads, 0, stream,
                                     launch_args(spec.argtypes(), (B, W)), spec.name, then=self.prepared, keep=W)
+        for src, dst in reversed(self.pads):             # rows padded to 16 bytes, before all else
+            spec = PadRows()
+            self.prepared = _Launch(helper_function(spec, device).handle, spec.grid(dst), spec.threads, 0, stream,
+                                    launch_args(spec.argtypes(), (src, dst)), spec.name, then=self.prepared,
+                                    keep=dst)
 
     def launch(self):
         self.prepared()
@@ -342,10 +360,10 @@ def _plan(a, b, shape, preset, out, stream):
     why = cfg.unsupported(cc)
     if why:
         raise NotOnThisGPU(why)
-    # The kernel reads rows as whole, aligned 16-byte copies.
-    a_rows, b_rows = _aligned_rows(a3), _aligned_rows(b3 if layout == "kn" else transposed(b3))
-    copied = a_rows is not a3 or b_rows.device_ctypes_pointer.value != b3.device_ctypes_pointer.value
-    A, B = _bytes(a_rows), _bytes(b_rows)
+    # The kernel reads rows as whole, aligned 16-byte copies: where they are not, padded copies, made
+    # by the plan's launch itself (pads: (operand, copy) pairs).
+    (A, pad_a), (B, pad_b) = (_aligned_rows(_bytes(x)) for x in (a3, b3 if layout == "kn" else transposed(b3)))
+    pads = tuple(p for p in (pad_a, pad_b) if p is not None)
     KB = A.shape[2]
     if cfg.op == "dp4a":                       # reads 32-bit words: 4 int8 each
         A, B = (_view(x, (x.shape[0], x.shape[1], x.shape[2] // 4), (*x.strides[:2], 4), np.uint32)
@@ -355,8 +373,10 @@ def _plan(a, b, shape, preset, out, stream):
                     and all(s % 32 == 0 for s in C.strides[:2]))
     if cfg.c_dtype == np.float16:       # halves stored as the 16-bit patterns the kernels pack
         C = _as_bits(C)
+    maps = []                           # the tensor maps the kernel reads: the plan's own
     if cfg.c_tma and c_aligned:         # the kernel finds C's tensor map where the flag was
-        c_aligned = tensormap.device_map_c(_bytes(C))
+        maps.append(tensormap.c_maps(_bytes(C)))
+        c_aligned = maps[-1].address
     k_rows = B.shape[1] if layout == "kn" else K
     widened, kM, kN = None, M, N        # kM x kN: the kernel's output
     if cfg.swap:                        # C^T = B A^T: the caller's B is the kernel's A side
@@ -366,7 +386,8 @@ def _plan(a, b, shape, preset, out, stream):
         widened = (B, WidenPass.workspace(B, stream))
         B = widened[1]
     tiles = cfg.grid_blocks(kM, kN, dev.MULTIPROCESSOR_COUNT)
-    maps = tensormap.device_maps(A, B, cfg) if cfg.copy == "tma" else 0
+    if cfg.copy == "tma":
+        maps.append(tensormap.operand_maps(A, B, cfg))
     work = counts = None
     sums = np.float32 if cfg.acc == "f32" else np.int32     # a workspace's partial sums
     if cfg.split_k > 1:                 # the kernel stores into slices of a workspace, aligned and packed
@@ -379,9 +400,11 @@ def _plan(a, b, shape, preset, out, stream):
         work = cuda.device_array(batch * tiles * n_acc * threads, sums)
         counts = cuda.to_device(np.zeros(batch * tiles * threads // 32, np.int32))
     # in_place: the operands used where they lie and the output the caller's.
-    return GemmPlan(cfg, (A, B, C, kM, kN, k_rows, KB, B.shape[2], c_aligned, maps), (tiles, 1, batch * cfg.split_k),
-                    result, host_out, stream, in_place=not host and not copied and out is not None, workspace=work,
-                    counts=counts, widened=widened)
+    ab_maps = maps[-1].address if cfg.copy == "tma" else 0
+    return GemmPlan(cfg, (A, B, C, kM, kN, k_rows, KB, B.shape[2], c_aligned, ab_maps),
+                    (tiles, 1, batch * cfg.split_k), result, host_out, stream,
+                    in_place=not host and out is not None, workspace=work, counts=counts,
+                    widened=widened, maps=tuple(maps), pads=pads)
 
 
 # --- validation and views -------------------------------------------------------
@@ -510,27 +533,16 @@ def _bytes(x):
 
 
 def _aligned_rows(x):
-    """x itself when its rows are whole 16-byte copies at 16-byte addresses;
-    otherwise a copy with each row zero-padded to a multiple of 16 bytes."""
-    item = x.dtype.itemsize
-    row = x.shape[2] * item
+    """(x, None) for x, a (batch, rows, bytes) uint8 view, when its rows are
+    whole 16-byte copies at 16-byte addresses; otherwise (a new array of
+    rows zero-padded to a multiple of 16 bytes, (x, that array)): the copy
+    the plan's launch makes (kernel.pad_rows)."""
     ptr = x.device_ctypes_pointer.value or 0
     pitches = [s for s, n in zip(x.strides[:2], x.shape[:2]) if n > 1]   # strides that are used
-    if row % 16 == 0 and ptr % 16 == 0 and all(s % 16 == 0 for s in pitches):
-        return x
-    width = -(-row // 16) * 16 // item
-    padded = cuda.device_array((x.shape[0], x.shape[1], width), x.dtype)
-    _pad_rows[(x.shape[0] * x.shape[1] + 127) // 128, 128](x, padded)
-    return padded
-
-
-@cuda.jit
-def _pad_rows(src, dst):
-    i = cuda.grid(1)
-    if i < dst.shape[0] * dst.shape[1]:
-        z, r = i // dst.shape[1], i % dst.shape[1]
-        for c in range(dst.shape[2]):
-            dst[z, r, c] = src[z, r, c] if c < src.shape[2] else 0
+    if x.shape[2] % 16 == 0 and ptr % 16 == 0 and all(s % 16 == 0 for s in pitches):
+        return x, None
+    padded = cuda.device_array((x.shape[0], x.shape[1], -(-x.shape[2] // 16) * 16), np.uint8)
+    return padded, (x, padded)
 
 
 def _as_bits(c):

@@ -210,10 +210,10 @@ def test_peer_arrays_without_copies(lib, rng):
 @pytest.mark.parametrize("lib,k,split", [("numba", 96, 1), ("numba", 77, 1), ("torch", 96, 1), ("torch", 77, 1),
                                          ("numba", 1024, 4), ("numba", 1024, "4last")])
 def test_a_repeated_call_reads_the_new_data(lib, k, split, rng):
-    """gemm(..., out=) again on the same arrays takes its prepared launch
-    (K = 96) or, where a row had to be padded into a copy (K = 77), the whole
-    path; either way new data written into the same arrays, and a new array
-    at another address, give the new product, never the last one. split:
+    """gemm(..., out=) again on the same arrays takes its prepared launch,
+    which, where a row had to be padded into a copy (K = 77), pads it again
+    first; new data written into the same arrays, and a new array at another
+    address, give the new product, never the last one. split:
     a split-K kernel, whose prepared launch is two (the partial sums, their
     sum), or one whose tiles' last blocks add them (its counts set back to 0
     by every launch)."""
@@ -338,3 +338,104 @@ def test_k_past_the_int32_bound_is_refused(precision, bound):
     kw = {"precision": precision} if precision == "int4" else {}
     with pytest.raises(ValueError, match=f"K <= {bound}"):
         numgemm.gemm(a, a.T, **kw)
+
+
+#: Every kernel family whose launch reads device state of numgemm's own: TMA
+#: maps (mma.sync and wgmma, swapped, C's map for c_tma), split-K's partial sums
+#: and arrival counts, stream-K's slots and flags, INT4's widening workspace.
+KEEPS_STATE = [("fp16_ptx_tma", {}), ("fp16_wgmma", {}), ("fp16_wgmma_c16", dict(c_tma=True)),
+               ("fp16_ptx_mma_m16", dict(split_k=2)), ("int8_ptx_tma", {}), ("int8_wgmma", {}),
+               ("int8_wgmma_swap", {}), ("int8_wgmma", dict(stream_k=True)),
+               ("int8_ptx_mma_k32_m16", dict(split_k=4)), ("int8_ptx_mma_k32_m16", dict(split_k=4, split_sum="last")),
+               ("int4_ptx_unpack_s8_tma", {}), ("int4_wgmma_unpack_s8", {}), ("int4_wgmma_unpack_s8_swap", {})]
+KEPT_SHAPE = (1, 200, 144, 256)     # batch, M, N, K: C's rows whole 32-byte units, so c_tma stores by TMA
+#: Each precision's TMA kernels of two box shapes: the other pairs alternate them.
+OTHERS = {"fp16": ("fp16_ptx_tma", "fp16_wgmma"), "int8": ("int8_ptx_tma", "int8_wgmma"),
+          "int4": ("int4_ptx_unpack_s8_tma", "int4_wgmma_unpack_s8")}
+
+
+def _other_pairs(precision, shape, rng, between=None, every=100):
+    """Operand pairs new to numgemm, through the precision's TMA kernels in
+    turn (boxes of two shapes), of the kept call's shape: twice as many as
+    numgemm's map cache holds, so that the pairs of either kernel alone
+    overflow it (INT4's pass kernel maps the shape's one widening workspace
+    as B: its maps differ by A alone), and that workspace rewritten. A pair
+    is an A and a B of two pools, each gemm() returning a new C; every
+    `every`-th C is checked, and between() is called there too."""
+    from numgemm import tensormap
+    from numgemm.soak import Call
+
+    count = 2 * (tensormap._CACHED + 64)
+    pool_a, pool_b = 64, -(-count // 64)
+    cfgs = [_kernel(n) for n in OTHERS[precision]]
+    calls = [Call.new(precision, cfgs[0], shape, rng, out=False) for _ in range(max(pool_a, pool_b))]
+    for i in range(count):
+        x, y = calls[i % pool_a], calls[i // pool_a]
+        c = numgemm.gemm(x.a, y.b, precision=precision, kernel=cfgs[i % 2], k=shape[3])
+        if i % every == every - 1:
+            both = Call(precision, cfgs[i % 2], shape, values=(x.values[0], y.values[1]))
+            assert both.check(c.copy_to_host().reshape(shape[0], *shape[1:3])) is None, f"other pair {i}"
+            if between is not None:
+                between()
+    return count
+
+
+def _kernel(name, **fields):
+    from numgemm import registry
+
+    return registry.get(name).replace(**fields)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,fields", KEEPS_STATE)
+def test_a_kept_plan_stays_right_after_many_other_pairs(name, fields, rng):
+    """A plan kept, launched again after more than 1000 other operand pairs
+    (more than the map cache holds) with fresh values in its arrays: exact,
+    reading its own maps and workspaces, which the cache no longer holds."""
+    from numba import cuda
+
+    from numgemm import tensormap
+    from numgemm.soak import Call
+
+    cfg = _kernel(name, **fields)
+    why = cfg.unsupported(tuple(cuda.get_current_device().compute_capability))
+    if why:
+        pytest.skip(why)
+    shape = KEPT_SHAPE
+    kept = Call.new(cfg.precision, cfg, shape, rng, plan=True)
+    assert kept.check(kept.run("plan")) is None
+    assert len(kept.plan.maps) == (cfg.copy == "tma") + cfg.c_tma
+    assert _other_pairs(cfg.precision, shape, rng) >= 1000
+    assert not set(map(id, kept.plan.maps)) & set(map(id, tensormap._RECENT.values()))
+    for _ in range(2):
+        kept.write(rng)
+        why = kept.check(kept.run("plan"))
+        assert why is None, f"{cfg.name}: {why}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["int8_wgmma", "fp16_wgmma", "int4_wgmma_unpack_s8", None])
+def test_a_repeated_call_stays_right_among_many_other_pairs(name, rng):
+    """gemm(..., out=) repeated on the same arrays (its prepared launch) every
+    100 of more than 1000 other operand pairs, fresh values each time: exact,
+    and each repeat took the prepared launch."""
+    from numba import cuda
+
+    from numgemm import api
+    from numgemm.soak import Call
+
+    cfg = _kernel(name) if name else None
+    precision = cfg.precision if cfg else "int8"
+    if cfg is not None and cfg.unsupported(tuple(cuda.get_current_device().compute_capability)):
+        pytest.skip(cfg.unsupported(tuple(cuda.get_current_device().compute_capability)))
+    shape = KEPT_SHAPE
+    repeated = Call.new(precision, cfg, shape, rng)
+    assert repeated.check(repeated.run()) is None
+    prepared = next(reversed(api._LAUNCHES.values()))
+
+    def again():
+        repeated.write(rng)
+        why = repeated.check(repeated.run())
+        assert why is None, f"{repeated.describe()}: {why}"
+        assert next(reversed(api._LAUNCHES.values())) is prepared     # the same prepared launch
+    _other_pairs(precision, shape, rng, between=again)

@@ -311,27 +311,30 @@ def test_c_by_tma_store(name, fields, rng):
 
 
 @pytest.mark.gpu
-def test_tma_map_slots_rewritten(rng, monkeypatch):
-    """Two map slots for three operand pairs: the first pair's slot is
-    rewritten by the third, and the first pair then takes a slot again;
-    every launch reads the maps of its own operands."""
-    from numba import cuda
-
+def test_a_plan_keeps_its_own_tensor_maps(rng, monkeypatch):
+    """The map cache keeps two Maps, its slabs hold two: three operand pairs
+    evict the first pair's Maps from the cache, and its kept plan still reads
+    its own operands; the first pair again finds the Maps its plan holds
+    (the same address), not a copy."""
     import numgemm
     from numgemm import tensormap
 
     cfg = registry.get("int8_ptx_tma")
     skip_unless_it_runs_here(cfg)
-    monkeypatch.setattr(tensormap, "_SLOTS", 2)
-    monkeypatch.setattr(tensormap, "_RINGS", {})
-    pairs = [(rng.integers(-128, 128, (64 * (i + 1), 256)).astype(np.int8),
-              rng.integers(-128, 128, (96, 256)).astype(np.int8)) for i in range(3)]
-    on_device = [(cuda.to_device(a), numgemm.transposed(cuda.to_device(bt))) for a, bt in pairs]
-    for i in (0, 1, 2, 0):
-        (a, bt), (da, db) = pairs[i], on_device[i]
-        got = numgemm.gemm(da, db, precision="int8", kernel="int8_ptx_tma").copy_to_host()
-        np.testing.assert_array_equal(got.astype(np.int64), a.astype(np.int64) @ bt.T.astype(np.int64))
-    assert len(tensormap._RINGS[cuda.get_current_device().id].slot_of) == 2
+    monkeypatch.setattr(tensormap, "_CACHED", 2)
+    monkeypatch.setattr(tensormap, "_PER_SLAB", 2)
+    monkeypatch.setattr(tensormap, "_RECENT", type(tensormap._RECENT)())
+    shapes = [(64 * (i + 1), 96, 256) for i in range(3)]
+    host = [operands.values("int8", 1, M, N, K, rng) for M, N, K in shapes]
+    dev = [operands.to_device("int8", "nk", a, bt) for a, bt in host]
+    outs = [operands.poisoned("int8", (1, M, N)) for M, N, _ in shapes]
+    plans = [numgemm.plan_gemm(a, b, kernel=cfg, out=o) for (a, b), o in zip(dev, outs)]
+    assert len(tensormap._RECENT) == 2 and plans[0].maps[0].address not in (p.maps[0].address for p in plans[1:])
+    for i in (2, 1, 0):
+        plans[i].launch()
+        np.testing.assert_array_equal(outs[i].copy_to_host(), operands.expected("int8", *host[i]))
+    again = numgemm.plan_gemm(*dev[0], kernel=cfg, out=outs[0])
+    assert again.maps[0] is plans[0].maps[0]
 
 
 @pytest.mark.gpu

@@ -1,0 +1,296 @@
+"""A soak of mixed calls, as a model makes them, every result checked.
+
+Kept plans launched again, gemm(..., out=) repeated on the same arrays (its
+prepared-launch path), fresh calls into new outputs and calls that return a
+new C, in FP16, INT8 and INT4 at small to mid shapes, through named kernels
+(every path that keeps device state of its own: TMA maps, split-K and
+stream-K workspaces and flags, the INT4 widening workspace, C's map) and
+gemm()'s own choice, on Numba arrays and, where installed, torch tensors.
+Each call gets fresh values written into its arrays and a poisoned output;
+integers must equal the exact product, FP16 within Precision.tolerance.
+
+The sequence is drawn from one seed: a failure names it and the call's
+index, and `--seed S --calls N` replays the same N calls.
+
+    python -m numgemm.soak --seconds 120 [--seed S] [--calls N] [--json F]
+"""
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import operands
+from .precision import PRECISIONS
+
+#: M, N, K drawn for each call: small to mid, no multiple of a tile needed,
+#: K's that leave rows to pad (INT8 K % 16, FP16 K % 8) among them.
+DIMS = {"M": (1, 7, 16, 64, 130, 256, 384), "N": (8, 33, 96, 200, 384), "K": (16, 40, 96, 130, 256, 512)}
+KINDS = ("plan", "repeat", "fresh", "new_c")
+POOL = 12                   # kept plans, and arrays repeated, alive at once (the oldest dropped)
+
+
+def kernels(precision, cc):
+    """The kernels the soak names for precision on a GPU of compute capability
+    cc (None: gemm()'s choice): each path that keeps device state of its own,
+    where this GPU runs it."""
+    from . import registry
+
+    get = registry.get
+    named = {
+        "fp16": [get("fp16_ptx_tma"), get("fp16_wgmma"), get("fp16_wgmma_c16"),
+                 get("fp16_wgmma_c16").replace(c_tma=True), get("fp16_ptx_mma_m16").replace(split_k=2)],
+        "int8": [get("int8_ptx_tma"), get("int8_wgmma"), get("int8_wgmma_swap"),
+                 get("int8_wgmma").replace(stream_k=True), get("int8_ptx_mma_k32_m16").replace(split_k=4),
+                 get("int8_ptx_mma_k32_m16").replace(split_k=4, split_sum="last")],
+        "int4": [get("int4_ptx_unpack_s8_tma"), get("int4_wgmma_unpack_s8"), get("int4_wgmma_unpack_s8_swap")],
+    }[precision]
+    return [None] + [c for c in named if c.unsupported(cc) is None]
+
+
+@dataclass
+class Call:
+    """One GEMM as a caller keeps it: its arrays on the device (Numba or torch,
+    in the layout its kernel takes), the values last written into them, and
+    its plan where it is kept. Call.new() makes the arrays from fresh values;
+    write() puts fresh values where they lie; run() makes the call and
+    check() says how C differs from the exact product."""
+
+    precision: str
+    kernel: object          # a KernelConfig, or None: gemm()'s choice
+    shape: tuple            # batch, M, N, K
+    lib: str = "numba"
+    a: object = None        # device arrays as gemm() takes them (2-D for one batch)
+    b: object = None
+    out: object = None
+    plan: object = None
+    values: tuple = ()      # the last values written: a (batch, M, K), b as operands.values() draws it
+
+    @classmethod
+    def new(cls, precision, kernel, shape, rng, lib="numba", out=True, plan=False):
+        """A call of new arrays holding fresh values; a poisoned output unless
+        out is False; its plan, if plan."""
+        call = cls(precision, kernel, shape, lib)
+        a, rows = call._draw(rng)
+        call.a, b_rows = _to_device(lib, a), _to_device(lib, rows)
+        call.b = _transposed(lib, b_rows) if call.nk else b_rows
+        if out:
+            call.out = _to_device(lib, call._poison())
+        if plan:
+            from .api import plan_gemm
+
+            call.plan = plan_gemm(call.a, call.b, precision=precision, kernel=kernel, out=call.out, k=shape[3])
+        return call
+
+    @property
+    def nk(self):
+        from . import registry
+
+        layout = self.kernel.b_layout if self.kernel is not None else registry.choice_layout(self.precision)
+        return layout == "nk"
+
+    def write(self, rng):
+        """Fresh values into the call's arrays, where they lie, and poison into its output."""
+        a, rows = self._draw(rng)
+        _copy_in(self.lib, self.a, a)
+        _copy_in(self.lib, _transposed(self.lib, self.b) if self.nk else self.b, rows)
+        if self.out is not None:
+            _copy_in(self.lib, self.out, self._poison())
+
+    def run(self, kind="repeat"):
+        """The GEMM as kind makes it ("plan": the plan launched; else gemm()
+        into out, or into a new C where there is none), synchronized: C on
+        the host, (batch, M, N)."""
+        from numba import cuda
+
+        import numgemm
+
+        batch, M, N, K = self.shape
+        if kind == "plan":
+            self.plan.launch()
+            c = self.out
+        else:
+            c = numgemm.gemm(self.a, self.b, precision=self.precision, kernel=self.kernel, out=self.out, k=K)
+        cuda.synchronize()
+        return _host(c).reshape(batch, M, N)
+
+    def check(self, got):
+        """Why got differs from the product of the values last written, or None."""
+        a, b = self.values
+        if PRECISIONS[self.precision].exact:
+            # float64 sums of integer products are exact below 2**53: |C| <= 2**14 K here.
+            assert 2**14 * a.shape[-1] < 2**53
+            ref = (a.astype(np.float64) @ np.swapaxes(b, -1, -2).astype(np.float64)).astype(np.int64)
+        else:
+            ref = operands.expected(self.precision, a, b)
+        return operands.mismatch(got, ref, self.precision, self.kernel.acc if self.kernel is not None else "")
+
+    def describe(self):
+        name = self.kernel.name if self.kernel is not None else "gemm()'s choice"
+        return f"{self.precision} {'x'.join(map(str, self.shape))} {name} on {self.lib}"
+
+    def _draw(self, rng):
+        """Fresh values (kept as self.values) as the arrays hold them: A, and
+        B's rows (N x K for "nk", K x N for "kn"); 2-D for one batch."""
+        batch, M, N, K = self.shape
+        self.values = operands.values(self.precision, batch, M, N, K, rng)
+        a, b = operands.in_layout(self.precision, "nk" if self.nk else "kn", *self.values)
+        rows = np.swapaxes(b, -1, -2) if self.nk else b
+        return (np.ascontiguousarray(x[0] if batch == 1 else x) for x in (a, rows))
+
+    def _poison(self):
+        batch, M, N, _ = self.shape
+        dtype = self.kernel.c_dtype if self.kernel is not None else PRECISIONS[self.precision].out_dtype
+        return np.full((batch, M, N) if batch > 1 else (M, N), PRECISIONS[self.precision].poison, dtype)
+
+
+class Soak:
+    """The seeded mix: step(i) draws call i's kind and arguments, makes it and
+    checks it."""
+
+    def __init__(self, seed, cc, libs):
+        self.seed, self.rng, self.libs = seed, np.random.default_rng(seed), libs
+        self.kernels = {p: kernels(p, cc) for p in PRECISIONS}
+        self.pools = {"plan": [], "repeat": []}
+        self.counts = dict.fromkeys(KINDS, 0)
+
+    def step(self, i):
+        rng = self.rng
+        kind = KINDS[rng.integers(len(KINDS))]
+        pool = self.pools.get(kind)
+        if pool and rng.random() < 0.7:                 # an earlier call again, new values in its arrays
+            call = pool[rng.integers(len(pool))]
+            call.write(rng)
+        else:
+            precision = list(PRECISIONS)[rng.integers(len(PRECISIONS))]
+            ks = self.kernels[precision]
+            shape = (2 if rng.random() < 0.15 else 1, *(int(rng.choice(DIMS[d])) for d in "MNK"))
+            call = Call.new(precision, ks[rng.integers(len(ks))], shape, rng,
+                            self.libs[rng.integers(len(self.libs))], out=kind != "new_c", plan=kind == "plan")
+            if pool is not None:
+                pool.append(call)
+                if len(pool) > POOL:
+                    pool.pop(int(rng.integers(len(pool))))
+        why = call.check(call.run(kind))
+        self.counts[kind] += 1
+        if why:
+            raise AssertionError(f"soak seed {self.seed}, call {i} ({kind}: {call.describe()}): {why}; "
+                                 f"replay: python -m numgemm.soak --seed {self.seed} --calls {i + 1}")
+
+
+# --- the two array libraries -------------------------------------------------------
+
+def _to_device(lib, x):
+    if lib == "torch":
+        import torch
+
+        return torch.from_numpy(np.ascontiguousarray(x)).cuda()
+    from numba import cuda
+
+    return cuda.to_device(np.ascontiguousarray(x))
+
+
+def _transposed(lib, x):
+    if lib == "torch":
+        return x.transpose(-1, -2)
+    from .api import transposed
+
+    return transposed(x)
+
+
+def _copy_in(lib, dst, src):
+    if lib == "torch":
+        import torch
+
+        dst.copy_(torch.from_numpy(src))
+    else:
+        dst.copy_to_device(src)
+
+
+def _host(c):
+    if hasattr(c, "cpu"):                   # a torch tensor
+        return c.cpu().numpy()
+    return c.copy_to_host() if hasattr(c, "copy_to_host") else np.asarray(c)
+
+
+def libraries():
+    """The array libraries the soak uses: Numba, and torch where it sees a GPU."""
+    libs = ["numba"]
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            libs.append("torch")
+    except ImportError:
+        pass
+    return libs
+
+
+def prebuild(cc, jobs):
+    """Build every kernel the soak can call, before its clock starts."""
+    from . import kernel, registry, tuning
+    from .api import with_c_dtype
+
+    cfgs = []
+    for p in PRECISIONS:
+        for k in kernels(p, cc):
+            if k is not None:
+                cfgs.append(k)
+                continue
+            layout = registry.choice_layout(p)
+            for M in DIMS["M"]:
+                for N in DIMS["N"]:
+                    for K in DIMS["K"]:
+                        cfg = tuning.choose(p, layout, M, N, K, cc)
+                        cfgs.append(with_c_dtype(cfg, np.dtype(PRECISIONS[p].out_dtype), chosen=True))
+    return kernel.prebuild(cfgs, cc, jobs)
+
+
+def run(seconds, seed=None, calls=None, jobs=4, log=print):
+    """Soak for `seconds` (or `calls` calls); {seed, calls, seconds, kinds,
+    libs} on success, AssertionError naming the seed and call on a mismatch."""
+    from numba import cuda
+
+    seed = int(np.random.SeedSequence().entropy % 2**32) if seed is None else seed
+    cc = tuple(cuda.get_current_device().compute_capability)
+    needed, hits, built, secs = prebuild(cc, jobs)
+    log(f"soak seed {seed}: {needed} kernels ({hits} from the cache, {built} built in {secs:.0f} s)")
+    soak = Soak(seed, cc, libraries())
+    start, i = time.perf_counter(), 0
+    while (calls is None or i < calls) and (calls is not None or time.perf_counter() - start < seconds):
+        soak.step(i)
+        i += 1
+    took = time.perf_counter() - start
+    return {"seed": seed, "calls": i, "seconds": round(took, 1), "kinds": soak.counts, "libs": soak.libs,
+            "device": _device_name(), "result": "all exact (integers) or within tolerance (FP16)"}
+
+
+def _device_name():
+    from numba import cuda
+
+    from .timing import device_name
+
+    return device_name(cuda.get_current_device())
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m numgemm.soak", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=120.0, help="how long to run (default 120)")
+    ap.add_argument("--seed", type=int, help="the sequence's seed (default: a fresh one, printed)")
+    ap.add_argument("--calls", type=int, help="stop after this many calls instead (a replay)")
+    ap.add_argument("--jobs", type=int, default=4, help="kernels built at once before the clock starts")
+    ap.add_argument("--json", help="write the summary here")
+    args = ap.parse_args(argv)
+    summary = run(args.seconds, args.seed, args.calls, args.jobs, log=lambda m: print(m, file=sys.stderr))
+    print(json.dumps(summary))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(summary, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -28,7 +28,7 @@ import numpy as np
 
 from . import operands
 from .cli import UsageError, entry, kernel_names
-from .measure import bytes_moved, check, log, operand_sets, prebuild, timed
+from .measure import bytes_moved, check, from_l2, log, operand_sets, prebuild, timed
 from .precision import PRECISIONS
 from .timing import device_name
 from .toolchain import TARGETS
@@ -60,7 +60,8 @@ class Row:
     launch_us: float = math.nan       # plan.launch() alone
     sm_mhz: float = math.nan         # SM clock and board power while the timed launches run
     power_w: float = math.nan
-    flags: str = ""                  # "above the mma.sync ceiling", "grows faster than work"
+    flags: str = ""                  # "above the mma.sync ceiling", "grows faster than work", "L2"
+    from_l2: bool = False            # its operand sets too small to overflow L2 three times (measure.from_l2)
 
 
 # --- the mma.sync ceiling ----------------------------------------------------------
@@ -376,10 +377,11 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
     work = 2.0 * batch * M * N * K
     ws = bytes_moved(precision, batch, M, N, K)
     host_sets = operand_sets(precision, batch, shape, rng)
+    in_l2 = not args.cold_l2 and from_l2(ws)     # too small to rotate past L2: flagged
     dev_sets = {}
     for preset, kname, cfg in chosen:
         status, compile_s = checked[preset, cfg]
-        row = Row(precision, label, preset, kname, cfg.name, status, compile_s=compile_s)
+        row = Row(precision, label, preset, kname, cfg.name, status, compile_s=compile_s, from_l2=in_l2)
         rows.append(row)
         if row.status != "ok":
             continue
@@ -422,7 +424,7 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
         state = {}
         ms, _ = time_gpu(prun, repeats=args.repeats, between=between,
                          during=lambda: state.update(gpu_state(cuda.get_current_device().id)))
-        row = Row(precision, label, "library", pname, pname, "ok" if pcheck() else "FAIL")
+        row = Row(precision, label, "library", pname, pname, "ok" if pcheck() else "FAIL", from_l2=in_l2)
         if row.status == "ok":
             row.ms, row.tops = ms, work / (ms * 1e-3) / 1e12
             _bandwidth(row, ws, args)
@@ -466,7 +468,7 @@ def _flag(rows):
     for row in rows:
         if row.status != "ok" or math.isnan(row.ms):
             continue
-        flags = []
+        flags = ["L2"] if row.from_l2 else []
         if row.ceiling_pct > 100:
             flags.append("above its instruction's ceiling")
         key = (row.preset, row.kernel)

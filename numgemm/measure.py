@@ -79,13 +79,31 @@ def check(precision, chosen, cc, rng):
     return checked
 
 
-def rotations(nbytes):
-    """How many buffers of nbytes a timed run rotates over: as many (up to 8)
-    as it takes to overflow L2 three times, so that each run reads from DRAM."""
-    from numba import cuda
+#: The most operand sets a timed run rotates over. The bench's smallest shape,
+#: 512³, needs 90 (FP16) to 144 (INT4) to overflow an H200's 60 MiB L2 three times.
+MAX_SETS = 256
 
-    l2 = getattr(cuda.get_current_device(), "L2_CACHE_SIZE", 50 * 2**20)
-    return min(8, max(1, math.ceil(3 * l2 / nbytes)))
+
+def rotations(nbytes, l2=None):
+    """How many buffers of nbytes a timed run rotates over: as many as it
+    takes to overflow L2 (l2 bytes; None: this GPU's) three times, so that
+    each run reads its operands from DRAM; at most MAX_SETS."""
+    if l2 is None:
+        from .timing import l2_bytes
+
+        l2 = l2_bytes()
+    return min(MAX_SETS, max(1, math.ceil(3 * l2 / nbytes)))
+
+
+def from_l2(nbytes, l2=None):
+    """Whether shapes of nbytes are too small for rotations() to overflow L2
+    three times: their timed runs may find their operands in L2 (the bench
+    flags such rows "L2")."""
+    if l2 is None:
+        from .timing import l2_bytes
+
+        l2 = l2_bytes()
+    return rotations(nbytes, l2) * nbytes < 3 * l2
 
 
 def operand_sets(precision, batch, shape, rng):

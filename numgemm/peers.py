@@ -77,25 +77,25 @@ def peer_runs(precision, M, N, K, batch, rng, sets=1):
         return []
     if torch is None or M <= 16:
         return []                   # torch._int_mm needs M > 16
-    host = [values("int8", 1, M, N, K, rng) for _ in range(sets)]
-    ops = _Sets(host, [(torch.from_numpy(a[0]).cuda(), torch.from_numpy(bt[0]).cuda().t())   # B column-major
-                       for a, bt in host])
+    # Every batch's own operands, rotated as numgemm's are; B column-major (its fast layout).
+    host = [values("int8", batch, M, N, K, rng) for _ in range(sets)]
+    ops = _Sets(host, [(torch.from_numpy(a).cuda(), torch.from_numpy(bt).cuda().transpose(-1, -2)) for a, bt in host])
     out = {}
 
     def run(i):
         ta, tb = ops.pick(i)
-        for _ in range(batch):
-            out["c"] = torch._int_mm(ta, tb)
-    peers = [("cublaslt_int8 (torch._int_mm)", run, lambda: _ok(out["c"].cpu().numpy()[None], *ops.last_host, "int8"))]
+        out["c"] = [torch._int_mm(ta[z], tb[z]) for z in range(batch)]
+    peers = [("cublaslt_int8 (torch._int_mm)", run,
+              lambda: _ok(torch.stack(out["c"]).cpu().numpy(), *ops.last_host, "int8"))]
     triton = _triton()
     if triton is not None:
-        tc = torch.empty((M, N), dtype=torch.int32, device="cuda")
+        tc = torch.empty((batch, M, N), dtype=torch.int32, device="cuda")
 
         def run_triton(i):
             ta, tb = ops.pick(i)
-            for _ in range(batch):
-                triton.int8_mm(ta, tb, tc)
-        peers.append((triton.NAME, run_triton, lambda: _ok(tc.cpu().numpy()[None], *ops.last_host, "int8")))
+            for z in range(batch):
+                triton.int8_mm(ta[z], tb[z], tc[z])
+        peers.append((triton.NAME, run_triton, lambda: _ok(tc.cpu().numpy(), *ops.last_host, "int8")))
     return peers
 
 

@@ -78,10 +78,15 @@ def _scrub(buf, value):
         buf[i] = value
 
 
+def l2_bytes():
+    """The current GPU's L2 size in bytes (50 MiB, an H100's, where the driver does not say)."""
+    return getattr(cuda.get_current_device(), "L2_CACHE_SIZE", 50 * 2**20)
+
+
 def l2_flusher():
     """between() for time_gpu: writes a buffer twice the L2's size, so that
     each timed run starts with none of its operands in L2 (--cold-l2)."""
-    l2 = getattr(cuda.get_current_device(), "L2_CACHE_SIZE", 50 * 2**20)
+    l2 = l2_bytes()
     buf = cuda.device_array(2 * l2 // 4, np.int32)
     blocks = (buf.size + 255) // 256
     count = [0]

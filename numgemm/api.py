@@ -18,7 +18,7 @@ import numpy as np
 from numba import cuda
 from numba.cuda.cudadrv.devicearray import DeviceNDArray
 
-from . import registry, tensormap, tuning
+from . import frameworks, registry, tensormap, tuning
 from .config import KernelConfig
 from .precision import PRECISIONS
 
@@ -28,7 +28,7 @@ class NotOnThisGPU(RuntimeError):
     process's CUDA context)."""
 
 
-def gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, out_dtype=None, k=None, stream=0):
+def gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, out_dtype=None, k=None, stream=None):
     """C = A @ B.
 
     a: (M, K) or (batch, M, K); b: (K, N) or (batch, K, N), or (K, N) shared by
@@ -39,14 +39,16 @@ def gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, out_dty
     shape (batch, M, N) / (M, N). out_dtype: C's dtype; FP16 may have float16
     (the f32 sums rounded to half as they are stored, as torch.matmul returns
     them); None: out's dtype, else the kernel's (float32, int32). k: the true
-    K of INT4 operands when it is odd. Returns out (or a new device array; a
-    NumPy array when a and b are NumPy).
+    K of INT4 operands when it is odd. stream: None (the current stream of
+    the operands' framework: numgemm.frameworks), a raw handle, or a stream
+    of torch, CuPy or Numba. Returns out, or a new C in the operands'
+    framework (a NumPy array when a and b are NumPy).
     """
-    key = _launch_key(a, b, out, precision, kernel, preset, k, stream, out_dtype)
+    key = _launch_key(a, b, out, precision, kernel, preset, k, out_dtype)
     launch = _LAUNCHES.get(key) if key is not None else None
     if launch is not None:                      # the same call as before: only the launch
         _LAUNCHES.move_to_end(key)
-        launch()
+        launch(_stream_handle(stream, a, out))
         return out
     shape = _checked(a, b, precision, kernel, preset, k, out, out_dtype)
     if 0 in shape.mnk:                          # as NumPy answers: empty, or zeros for K = 0
@@ -84,7 +86,7 @@ class _Launch:
         c.gridDimX, c.gridDimY, c.gridDimZ = grid          # in blocks, clusters or not
         c.blockDimX, c.blockDimY, c.blockDimZ = block, 1, 1
         c.sharedMemBytes = smem
-        c.hStream = drv.CUstream(stream)
+        c.hStream, self._stream = drv.CUstream(stream), stream
         if cluster > 1:
             attr = drv.CUlaunchAttribute()
             attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
@@ -93,12 +95,15 @@ class _Launch:
         self._call = (c, drv.CUfunction(int(handle)), ctypes.addressof(self._params), 0)
         self.name, self.then, self.keep = name, then, keep
 
-    def __call__(self):
+    def __call__(self, stream=None):
+        """Launch on `stream` (a raw handle; None: the one it was prepared for)."""
+        if stream is not None and stream != self._stream:
+            self._call[0].hStream, self._stream = self._drv.CUstream(stream), stream
         err, = self._drv.cuLaunchKernelEx(*self._call)
         if err != self._drv.CUresult.CUDA_SUCCESS:
             raise RuntimeError(f"launching {self.name} failed: {err.name}")
         if self.then is not None:
-            self.then()
+            self.then(stream)
 
 
 #: Prepared launches of recent gemm(..., out=...) calls on device arrays, most
@@ -113,20 +118,20 @@ _LAUNCHES = collections.OrderedDict()
 _LAUNCHES_MAX = 64
 
 
-def _launch_key(a, b, out, precision, kernel, preset, k, stream, out_dtype):
+def _launch_key(a, b, out, precision, kernel, preset, k, out_dtype):
     """Everything a prepared launch depends on, or None where the call cannot
-    reuse one (no out, a host array, a stream object): the operands' and the
-    output's pointers, shapes, strides and dtypes, the current device, and the
-    other arguments."""
-    if out is None or type(stream) is not int or not isinstance(kernel, (str, KernelConfig, type(None))):
+    reuse one (no out, a host array): the operands' and the output's pointers,
+    shapes, strides and dtypes, the current device, and the other arguments.
+    Not the stream: a prepared launch goes on whichever stream the call names."""
+    if out is None or not isinstance(kernel, (str, KernelConfig, type(None))):
         return None
-    keys = (_array_key(a), _array_key(b), _array_key(out))
+    keys = (frameworks.array_key(a), frameworks.array_key(b), frameworks.array_key(out))
     if None in keys:
         return None
     ctx = _current_context()
     if not ctx:                                 # no context yet: the first call makes one
         return None
-    key = (*keys, precision, kernel, preset, k, stream, str(out_dtype), ctx)
+    key = (*keys, precision, kernel, preset, k, str(out_dtype), ctx)
     try:
         hash(key)
     except TypeError:                           # an argument the checks will refuse
@@ -134,17 +139,13 @@ def _launch_key(a, b, out, precision, kernel, preset, k, stream, out_dtype):
     return key
 
 
-def _array_key(x):
-    """(kind, pointer, shape, strides, dtype) of a device array, read the cheap
-    way its library offers, or None for anything else."""
-    if isinstance(x, DeviceNDArray):
-        return "numba", x.device_ctypes_pointer.value, x.shape, x.strides, x.dtype.str
-    if type(x).__module__ == "torch" and x.is_cuda:
-        return "torch", x.data_ptr(), tuple(x.shape), x.stride(), x.dtype, x.device.index
-    data = getattr(x, "data", None)
-    if type(x).__module__.startswith("cupy") and hasattr(data, "ptr"):
-        return "cupy", data.ptr, x.shape, x.strides, x.dtype.str, x.device.id
-    return None
+def _stream_handle(stream, a, out):
+    """The raw stream a call launches on: stream's handle, or with None the
+    current stream of the framework of a (or of out, for NumPy a)."""
+    if stream is not None:
+        return frameworks.handle(stream)
+    fw = frameworks.of(a, out)
+    return frameworks.current_stream(fw, a if frameworks.kind(a) == fw else out)
 
 
 def _current_context():
@@ -175,19 +176,20 @@ class GemmPlan:
     grid: tuple
     out: object
     host_out: bool
-    stream: object
+    stream: object                  # a raw handle, or None: the framework's current stream at each launch
     in_place: bool = False          # repeatable by its raw arguments alone (see _LAUNCHES)
     workspace: object = None        # split-K: the (batch * split_k, M, N) partial sums; stream_k: a slot a CTA
     counts: object = None           # split_sum="last": a tile's arrivals (batch x tiles, int32, zeroed);
                                     # stream_k: a flag a slot's consumer warp (zeroed)
     widened: object = None          # unpack="pass": (the s4 operand widened first: B, or with swap A; the
-                                    # workspace its widening kernel fills, shared: WidenPass.workspace)
+                                    # workspace its widening kernel fills)
     maps: tuple = ()                # copy="tma", c_tma: the tensormap.Maps its kernel reads, its own
     pads: tuple = ()                # (operand, its copy in padded rows): copied by every launch, first
+    framework: str = "numba"        # of the result: whose current stream a following plan launches on
+    device: object = None           # torch's device index, for its current stream
+    first_stream: int = 0           # the stream the plan was made on
 
     def __post_init__(self):
-        from numba.cuda.cudadrv import driver
-
         from .kernel import (  # the builder loads on the first plan
             argtypes,
             device_function,
@@ -198,11 +200,10 @@ class GemmPlan:
         from .kernel.split_k import SplitSum
         from .kernel.widen_pass import WidenPass
 
-        self.stream = driver._to_core_stream(self.stream)
         device = cuda.get_current_device().id
         self.cufunc = device_function(self.cfg, device)     # the kernel cache's
         _allow_dynamic_shared(self.cufunc, self.cfg.smem_bytes)
-        stream, then = int(self.stream.handle), None
+        stream, then = self.first_stream, None
         C = self.args[2]
         if self.counts is not None:                      # split-K summed by each tile's last block; stream-K
             self.args = (*self.args[:2], (self.workspace, C, self.counts), *self.args[3:])
@@ -224,11 +225,28 @@ class GemmPlan:
                                     launch_args(spec.argtypes(), (src, dst)), spec.name, then=self.prepared,
                                     keep=dst)
 
-    def launch(self):
-        self.prepared()
+    def launch(self, stream=None):
+        """Enqueue the GEMM: on stream (a raw handle or a stream object), else
+        on the plan's own, else (a plan made with stream=None) on its
+        framework's current stream now, so that a launch inside a CUDA
+        graph's capture is captured."""
+        if stream is not None:
+            stream = frameworks.handle(stream)
+        elif self.stream is not None:
+            stream = self.stream
+        else:
+            stream = frameworks.current_stream(self.framework, self.device)
+        self.prepared(stream)
+        self._last = stream
 
     def result(self):
-        return self.out.copy_to_host() if self.host_out else self.out
+        """C: the output array, or for NumPy inputs a NumPy copy (after the last launch)."""
+        if not self.host_out:
+            return self.out
+        from cuda.bindings import driver as drv
+
+        frameworks._check(drv.cuStreamSynchronize(drv.CUstream(getattr(self, "_last", self.first_stream))))
+        return self.out.copy_to_host()
 
 
 @dataclass
@@ -249,8 +267,6 @@ def _checked(a, b, precision, kernel, preset, k, out=None, out_dtype=None):
     """Everything about the arguments that needs no GPU: dtypes, ranks, K and
     its bound, the inner dimensions, the batch, the preset, the kernel named
     and C's dtype, each refused with a message naming the argument."""
-    precision = _precision(a, precision)
-    prec = PRECISIONS[precision]
     if preset not in registry.PRESETS:
         raise ValueError(f"preset must be one of {registry.PRESETS}, got {preset!r}")
     cfg = None
@@ -260,6 +276,10 @@ def _checked(a, b, precision, kernel, preset, k, out=None, out_dtype=None):
         cfg = kernel
     elif kernel is not None:
         raise TypeError(f"kernel must be a registered name or a KernelConfig, got {type(kernel).__name__}")
+    if precision is None and cfg is not None and _DTYPE_PRECISION.get(_dtype_name(a)) is None:
+        precision = cfg.precision       # a dtype that leaves it open (INT4's uint8): the kernel's
+    precision = _precision(a, precision)
+    prec = PRECISIONS[precision]
     if cfg is not None and cfg.precision != precision:
         raise ValueError(f"kernel {cfg.name} is {cfg.precision}; the operands are {precision}")
     for x, name in ((a, "a"), (b, "b")):      # what can be checked before the GPU is needed
@@ -316,13 +336,19 @@ def _empty_product(a, b, shape, out):
             C.copy_to_device(np.zeros(C.shape, C.dtype))
         return result
     zeros = np.zeros((batch, M, N) if batched else (M, N), dtype)
-    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+    fw = frameworks.of(a, b)
+    if fw == "numpy":
         return zeros
-    return cuda.to_device(zeros)
+    like = a if frameworks.kind(a) == fw else b
+    result, view = frameworks.Allocator(fw, like.device.index if fw == "torch" else None).empty(zeros.shape, dtype)
+    if view.size:
+        view.copy_to_device(zeros)
+    return result
 
 
-def plan_gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, out_dtype=None, k=None, stream=0):
-    """Validate the operands, pick and compile the kernel: a GemmPlan."""
+def plan_gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, out_dtype=None, k=None, stream=None):
+    """Validate the operands, pick and compile the kernel: a GemmPlan. With
+    stream=None its launches follow the framework's current stream."""
     shape = _checked(a, b, precision, kernel, preset, k, out, out_dtype)
     if 0 in shape.mnk:
         raise ValueError(f"plan_gemm needs M, N and K of at least 1, got {shape.mnk}; gemm() answers empty "
@@ -336,6 +362,12 @@ def _plan(a, b, shape, preset, out, stream):
     precision, (batch, M, N, K), b_units = shape.precision, shape.bmnk, shape.b_units
     if not cuda.is_available():
         raise RuntimeError("numgemm.gemm needs a CUDA GPU and driver; none is available")
+    fw = frameworks.of(a, b)
+    device = a.device.index if frameworks.kind(a) == "torch" else \
+        b.device.index if frameworks.kind(b) == "torch" else None
+    follow = stream is None             # launch on the framework's current stream, whichever it is then
+    stream = _stream_handle(stream, a if frameworks.kind(a) == fw else b, out)
+    alloc = frameworks.Allocator(fw, device, stream)
     a, b = _device(a, "a"), _device(b, "b")
     a3 = _unit_strides(a if a.ndim == 3 else _batched(a), "kn")
     b3 = b if b.ndim == 3 else _batched(b)
@@ -362,57 +394,60 @@ def _plan(a, b, shape, preset, out, stream):
         raise NotOnThisGPU(why)
     # The kernel reads rows as whole, aligned 16-byte copies: where they are not, padded copies, made
     # by the plan's launch itself (pads: (operand, copy) pairs).
-    (A, pad_a), (B, pad_b) = (_aligned_rows(_bytes(x)) for x in (a3, b3 if layout == "kn" else transposed(b3)))
+    (A, pad_a), (B, pad_b) = (_aligned_rows(_bytes(x), alloc)
+                              for x in (a3, b3 if layout == "kn" else transposed(b3)))
     pads = tuple(p for p in (pad_a, pad_b) if p is not None)
     KB = A.shape[2]
     if cfg.op == "dp4a":                       # reads 32-bit words: 4 int8 each
         A, B = (_view(x, (x.shape[0], x.shape[1], x.shape[2] // 4), (*x.strides[:2], 4), np.uint32)
                 for x in (A, B))
-    C, host_out, result = _output(out, a.ndim == 3 or b.ndim == 3, batch, M, N, cfg.c_dtype, host)
+    C, host_out, result = _output(out, a.ndim == 3 or b.ndim == 3, batch, M, N, cfg.c_dtype, host, alloc)
     c_aligned = int(C.device_ctypes_pointer.value % 32 == 0
                     and all(s % 32 == 0 for s in C.strides[:2]))
     if cfg.c_dtype == np.float16:       # halves stored as the 16-bit patterns the kernels pack
         C = _as_bits(C)
     maps = []                           # the tensor maps the kernel reads: the plan's own
     if cfg.c_tma and c_aligned:         # the kernel finds C's tensor map where the flag was
-        maps.append(tensormap.c_maps(_bytes(C)))
+        maps.append(tensormap.c_maps(_bytes(C), stream))
         c_aligned = maps[-1].address
     k_rows = B.shape[1] if layout == "kn" else K
     widened, kM, kN = None, M, N        # kM x kN: the kernel's output
     if cfg.swap:                        # C^T = B A^T: the caller's B is the kernel's A side
         A, B, kM, kN = B, A, N, M
     if cfg.unpack == "pass":            # the kernel's B side: the s8 that the widening kernel writes first
-        from .kernel.widen_pass import WidenPass
-        widened = (B, WidenPass.workspace(B, stream))
+        widened = (B, alloc.empty((B.shape[0], B.shape[1], 2 * B.shape[2]), np.uint8)[1])
         B = widened[1]
     tiles = cfg.grid_blocks(kM, kN, dev.MULTIPROCESSOR_COUNT)
     if cfg.copy == "tma":
-        maps.append(tensormap.operand_maps(A, B, cfg))
+        maps.append(tensormap.operand_maps(A, B, cfg, stream))
     work = counts = None
     sums = np.float32 if cfg.acc == "f32" else np.int32     # a workspace's partial sums
     if cfg.split_k > 1:                 # the kernel stores into slices of a workspace, aligned and packed
-        work = cuda.device_array((batch * cfg.split_k, M, N), sums)
+        work = alloc.empty((batch * cfg.split_k, M, N), sums)[1]
         c_aligned = int(N % 8 == 0)
     if cfg.split_sum == "last":         # zero once; each launch's last blocks set their tile's back to 0
-        counts = cuda.to_device(np.zeros(batch * tiles, np.int32))
+        counts = alloc.zeros(batch * tiles, np.int32)
     if cfg.stream_k:                    # a slot a CTA of every batch; each flag is set back to 0 as it is read
         n_acc, threads = cfg.partial_shape
-        work = cuda.device_array(batch * tiles * n_acc * threads, sums)
-        counts = cuda.to_device(np.zeros(batch * tiles * threads // 32, np.int32))
+        work = alloc.empty(batch * tiles * n_acc * threads, sums)[1]
+        counts = alloc.zeros(batch * tiles * threads // 32, np.int32)
     # in_place: the operands used where they lie and the output the caller's.
     ab_maps = maps[-1].address if cfg.copy == "tma" else 0
     return GemmPlan(cfg, (A, B, C, kM, kN, k_rows, KB, B.shape[2], c_aligned, ab_maps),
-                    (tiles, 1, batch * cfg.split_k), result, host_out, stream,
+                    (tiles, 1, batch * cfg.split_k), result, host_out, None if follow else stream,
                     in_place=not host and out is not None, workspace=work, counts=counts,
-                    widened=widened, maps=tuple(maps), pads=pads)
+                    widened=widened, maps=tuple(maps), pads=pads, framework=fw, device=device, first_stream=stream)
 
 
 # --- validation and views -------------------------------------------------------
 
+_DTYPE_PRECISION = {"float16": "fp16", "int8": "int8"}       # the dtypes that name a precision
+
+
 def _precision(a, precision):
     if precision is None:
         dtype = _dtype_name(a)
-        inferred = {"float16": "fp16", "int8": "int8"}.get(dtype)
+        inferred = _DTYPE_PRECISION.get(dtype)
         if inferred is None:
             raise TypeError(f"cannot infer the precision from dtype {dtype}: pass precision="
                             "'fp16' (float16), 'int8' (int8) or 'int4' (uint8, packed)")
@@ -427,8 +462,10 @@ def _dtype_name(x):
 
 
 def _check_dtype(x, name, prec):
-    if not isinstance(x, np.ndarray) and not hasattr(x, "__cuda_array_interface__"):
-        raise TypeError(f"{name} must be a NumPy array or have __cuda_array_interface__; got {type(x).__name__}")
+    fw = frameworks.kind(x)             # (asking a torch Parameter for its interface raises)
+    if fw is None or (fw == "torch" and not x.is_cuda):
+        raise TypeError(f"{name} must be a NumPy array or have __cuda_array_interface__ (a GPU array of torch, "
+                        f"CuPy or Numba); got {type(x).__name__}" + (" on the CPU" if fw else ""))
     dtype = _dtype_name(x)
     allowed = [np.dtype(prec.host_dtype).name]
     if prec.name == "int4" and name == "b":
@@ -446,7 +483,7 @@ def _device(x, name):
         if np.swapaxes(x, -1, -2).flags.c_contiguous:
             return transposed(cuda.to_device(np.swapaxes(x, -1, -2)))
         return cuda.to_device(np.ascontiguousarray(x))
-    return x if isinstance(x, DeviceNDArray) else cuda.as_cuda_array(x)
+    return frameworks.numba_view(x)
 
 
 def _view(x, shape, strides, dtype=None):
@@ -461,8 +498,7 @@ def _batched(x):
 def transposed(x):
     """x with its last two axes exchanged, as a view (no copy) of a Numba device
     array: B as gemm's "nk" layout is transposed(bt) for a row-major N x K bt."""
-    if not isinstance(x, DeviceNDArray):
-        x = cuda.as_cuda_array(x)
+    x = frameworks.numba_view(x)
     shape, strides = list(x.shape), list(x.strides)
     shape[-2:], strides[-2:] = shape[:-3:-1], strides[:-3:-1]
     return _view(x, tuple(shape), tuple(strides))
@@ -532,7 +568,7 @@ def _bytes(x):
                  (x.strides[0], x.strides[1], 1), np.uint8)
 
 
-def _aligned_rows(x):
+def _aligned_rows(x, alloc):
     """(x, None) for x, a (batch, rows, bytes) uint8 view, when its rows are
     whole 16-byte copies at 16-byte addresses; otherwise (a new array of
     rows zero-padded to a multiple of 16 bytes, (x, that array)): the copy
@@ -541,7 +577,7 @@ def _aligned_rows(x):
     pitches = [s for s, n in zip(x.strides[:2], x.shape[:2]) if n > 1]   # strides that are used
     if x.shape[2] % 16 == 0 and ptr % 16 == 0 and all(s % 16 == 0 for s in pitches):
         return x, None
-    padded = cuda.device_array((x.shape[0], x.shape[1], -(-x.shape[2] // 16) * 16), np.uint8)
+    padded = alloc.empty((x.shape[0], x.shape[1], -(-x.shape[2] // 16) * 16), np.uint8)[1]
     return padded, (x, padded)
 
 
@@ -549,15 +585,18 @@ def _as_bits(c):
     return _view(c, c.shape, c.strides, np.uint16)
 
 
-def _output(out, batched, batch, M, N, dtype, host):
+def _output(out, batched, batch, M, N, dtype, host, alloc=None):
+    """(C as the kernel takes it, (batch, M, N); whether it goes back to the
+    host; what the call returns): out, checked, or a new C from alloc's
+    framework (NumPy inputs: a Numba array copied back)."""
     shape = (batch, M, N) if batched else (M, N)
     if out is None:
-        dev = cuda.device_array(shape, dtype)
-        return (dev if batched else dev.reshape(1, M, N)), host, dev
+        result, dev = alloc.empty(shape, dtype) if not host else (None, cuda.device_array(shape, dtype))
+        return (dev if batched else dev.reshape(1, M, N)), host, dev if host else result
     if isinstance(out, np.ndarray):
         raise TypeError("out must be a device array (__cuda_array_interface__); "
                         "for NumPy inputs leave it out and a NumPy result is returned")
-    dev = out if isinstance(out, DeviceNDArray) else cuda.as_cuda_array(out)
+    dev = frameworks.numba_view(out)
     if tuple(dev.shape) != shape:
         raise ValueError(f"out has shape {tuple(dev.shape)}; expected {shape}")
     if np.dtype(dev.dtype) != np.dtype(dtype):

@@ -77,19 +77,19 @@ def encode(x, box_rows, box_bytes=SWIZZLE_BYTES):
     return np.frombuffer(out, np.uint64).copy()
 
 
-def operand_maps(a, b, cfg):
+def operand_maps(a, b, cfg, stream=0):
     """Maps holding A's tensor map, with B's 128 bytes after it (copy="tma"),
     for cfg's boxes. B is N x K bytes, or K x N: then its map's rows are k
     and a box is 128 (or 64: cfg.b_swizzle) bytes of N."""
     rows, nbytes = cfg.tma_box_rows, cfg.tma_box_bytes
-    return maps([(a, rows[0], nbytes[0]), (b, rows[1], nbytes[1])])
+    return maps([(a, rows[0], nbytes[0]), (b, rows[1], nbytes[1])], stream)
 
 
-def c_maps(c):
+def c_maps(c, stream=0):
     """Maps holding C's tensor map for c_tma's stores: c a (batch, rows,
     bytes) uint8 view of C, boxes of a warp's 16 rows x 128 bytes in the
     128-byte swizzle."""
-    return maps([(c, 16, SWIZZLE_BYTES)])
+    return maps([(c, 16, SWIZZLE_BYTES)], stream)
 
 
 class Maps:
@@ -106,10 +106,12 @@ class Maps:
         self._slab, self.address = slab, address
 
 
-def maps(specs):
+def maps(specs, stream=0):
     """The Maps of specs ((x, box_rows, box_bytes) each, at most two): the
     live Maps of the same encodings where there is one, else encoded anew
-    into a fresh 256 bytes.
+    into a fresh 256 bytes; refused while stream (the launch's, a raw
+    handle) is being captured into a CUDA graph, where the synchronous copy
+    would break the capture.
 
     The cache is keyed by everything an encoding depends on (device,
     pointer, shape, strides, box), so a hit is the same 256 bytes the
@@ -121,6 +123,12 @@ def maps(specs):
     with _LOCK:
         held = _RECENT.get(key) or _LIVE.get(key)
         if held is None:
+            from .frameworks import capturing
+
+            if capturing(stream):
+                raise RuntimeError("numgemm cannot write the tensor maps of new operands while their stream is "
+                                   "captured into a CUDA graph: make the same call (or a plan of it) once before "
+                                   "the capture, so that the capture finds them")
             held = _new_maps(device, [encode(x, rows, nbytes) for x, rows, nbytes in specs])
             _LIVE[key] = held
         _RECENT[key] = held

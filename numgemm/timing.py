@@ -7,8 +7,10 @@ for the host to enqueue them all; CUDA events around each launch then see
 the GPU alone. Times are medians after warm-up.
 """
 
+import contextlib
 import statistics
 import time
+import warnings
 
 import numpy as np
 from llvmlite import ir
@@ -56,7 +58,8 @@ def time_gpu(run, *, warmup=2, repeats=10, between=None, during=None):
         between()
         host += time.perf_counter() - t0
     # Long enough for the host to enqueue every launch and event behind it.
-    _spin[1, 1](np.uint64(min(2e8, 1e6 + 3 * repeats * (host + 20e-6) * 1e9)))
+    with quiet():
+        _spin[1, 1](np.uint64(min(2e8, 1e6 + 3 * repeats * (host + 20e-6) * 1e9)))
     for i in range(repeats):
         if between is not None:
             between()
@@ -69,6 +72,15 @@ def time_gpu(run, *, warmup=2, repeats=10, between=None, during=None):
     ends[-1].synchronize()
     samples = [cuda.event_elapsed_time(s, e) for s, e in zip(starts, ends)]
     return statistics.median(samples), samples
+
+
+@contextlib.contextmanager
+def quiet():
+    """numgemm's own launches of a block or a few (the spin kernel) without
+    Numba's low-occupancy warning, which speaks of the user's kernels."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Grid size .* will likely result in GPU under-utilization")
+        yield
 
 
 @cuda.jit

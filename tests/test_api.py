@@ -260,8 +260,8 @@ def test_a_repeated_call_reads_the_new_data(lib, k, split, rng):
 def test_a_repeated_int4_call_widens_the_new_b(rng):
     """INT4 on sm_90: the prepared launch is two (B widened into the plan's
     workspace, then the GEMM), and both run on every call: new data written
-    into the same B gives the new product; plans of one shape on one stream
-    share the workspace."""
+    into the same B gives the new product; each plan widens into a workspace
+    of its own, so calls of one shape alternated on any streams stay apart."""
     from numba import cuda
 
     from numgemm import api, registry
@@ -282,8 +282,8 @@ def test_a_repeated_int4_call_widens_the_new_b(rng):
         np.testing.assert_array_equal(out.copy_to_host(), a.astype(np.int64) @ bt.T.astype(np.int64))
     launch = next(reversed(api._LAUNCHES.values()))
     assert launch.name == "widen_pass_s4_s8" and launch.then.name == cfg.name
-    # A second B of the same shape on the same stream shares the workspace; the
-    # two calls, alternated, each give their own product.
+    # A second B of the same shape has a workspace of its own; the two calls,
+    # alternated, each give their own product.
     bt2 = rng.integers(-8, 8, (520, 256))
     dbt2, out2 = cuda.to_device(pack_int4(bt2)), cuda.device_array((300, 520), np.int32)
     for _ in range(2):
@@ -292,7 +292,7 @@ def test_a_repeated_int4_call_widens_the_new_b(rng):
         for o, ref in ((out, bt), (out2, bt2)):
             np.testing.assert_array_equal(o.copy_to_host(), a.astype(np.int64) @ ref.T.astype(np.int64))
     first, second = list(api._LAUNCHES.values())[-2:]
-    assert first.keep is second.keep                    # one workspace
+    assert first.keep is not second.keep                # a workspace each
 
 
 @pytest.mark.gpu
@@ -439,3 +439,14 @@ def test_a_repeated_call_stays_right_among_many_other_pairs(name, rng):
         assert why is None, f"{repeated.describe()}: {why}"
         assert next(reversed(api._LAUNCHES.values())) is prepared     # the same prepared launch
     _other_pairs(precision, shape, rng, between=again)
+
+
+def test_a_named_kernel_says_the_precision_a_dtype_leaves_open():
+    """Packed INT4 is uint8, which names no precision: a named INT4 kernel does."""
+    from numgemm import api
+
+    a, b = np.zeros((4, 16), np.uint8), np.zeros((8, 16), np.uint8).T
+    assert api._checked(a, b, None, "int4_wgmma_unpack_s8", "tuned", None).precision == "int4"
+    assert api._checked(a, b, None, numgemm.registry.get("int4_ptx_mma_k64"), "tuned", None).precision == "int4"
+    with pytest.raises(ValueError, match="is int8; the operands are fp16"):
+        api._checked(np.zeros((4, 16), np.float16), np.zeros((16, 8), np.float16), None, "int8_wgmma", "tuned", None)

@@ -16,10 +16,8 @@ in which a consumer's A registers hold the k step
 their products meet. Each s4 becomes the s8 of its value: exact.
 """
 
-import weakref
 from dataclasses import dataclass
 
-import numpy as np
 from numba import cuda, types
 
 from .. import primitives as P
@@ -52,24 +50,6 @@ class WidenPass:
 
     def grid(self, B):
         return -(-B.shape[0] * B.shape[1] * (B.shape[2] // 16) // THREADS), 1, 1
-
-    @staticmethod
-    def workspace(B, stream):
-        """The (batch, N, 2 NB) uint8 array W for B: one for every plan of
-        that shape on this device and stream, held while a plan holds it.
-        Plans on one stream run one after another, each widening into W and
-        reading it before the next one's widening can start; so the prepared
-        calls of many same-shaped weights keep one workspace, not one each."""
-        from numba.cuda.cudadrv import driver
-
-        key = (cuda.get_current_device().id, int(driver._to_core_stream(stream).handle), B.shape)
-        W = _SHARED.get(key)
-        if W is None:
-            W = _SHARED[key] = cuda.device_array((B.shape[0], B.shape[1], 2 * B.shape[2]), np.uint8)
-        return W
-
-
-_SHARED = weakref.WeakValueDictionary()
 
 
 def _widen_pass(B, W):

@@ -1,0 +1,172 @@
+"""numgemm.frameworks: stream handles, the result's framework (offline); torch,
+CuPy and Numba arrays in and out, torch's current stream, CUDA graphs (GPU)."""
+
+import numpy as np
+import pytest
+
+from numgemm import frameworks
+
+
+class _Protocol:
+    def __cuda_stream__(self):
+        return 0, 1234
+
+
+class _Torchish:
+    cuda_stream = 77
+
+
+class _Cupyish:
+    ptr = 99
+
+
+@pytest.mark.parametrize("stream,handle", [(0, 0), (np.int64(5), 5), (_Protocol(), 1234), (_Torchish(), 77),
+                                           (_Cupyish(), 99)])
+def test_a_stream_is_its_raw_handle(stream, handle):
+    assert frameworks.handle(stream) == handle
+
+
+@pytest.mark.parametrize("bad", ["0", 1.0, True, object()])
+def test_anything_else_is_refused_by_name(bad):
+    with pytest.raises(TypeError, match="stream must be None, a raw stream handle"):
+        frameworks.handle(bad)
+
+
+def test_numpy_in_numpy_out():
+    a = np.zeros((2, 2), np.float16)
+    assert frameworks.of(a, a) == "numpy" and frameworks.kind(a) == "numpy"
+    assert frameworks.kind([1]) is None
+
+
+def test_the_result_follows_torch_then_cupy_then_numba():
+    class CAI:                                  # any holder of the interface, as Numba's arrays
+        __cuda_array_interface__ = {}
+    a = np.zeros((2, 2), np.float16)
+    assert frameworks.of(a, CAI()) == "numba"
+    torch = pytest.importorskip("torch")
+    t = torch.zeros(2, 2)
+    assert frameworks.kind(t) == "torch" and frameworks.of(CAI(), t) == "torch" and frameworks.of(a, t) == "torch"
+
+
+def _int8(rng, M, N, K):
+    return rng.integers(-128, 128, (M, K), dtype=np.int8), rng.integers(-128, 128, (N, K), dtype=np.int8)
+
+
+@pytest.mark.gpu
+def test_each_framework_gets_its_own_arrays_back(rng):
+    """torch in, torch out (from torch's allocator, on the inputs' device);
+    CuPy in, CuPy out; Numba in, Numba out; torch with Numba: torch."""
+    from numba import cuda
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    import numgemm
+
+    a, bt = _int8(rng, 64, 48, 96)
+    ref = a.astype(np.int64) @ bt.T.astype(np.int64)
+    c = numgemm.gemm(cuda.to_device(a), numgemm.transposed(cuda.to_device(bt)))
+    assert isinstance(c, DeviceNDArray) and np.array_equal(c.copy_to_host(), ref)
+    torch = pytest.importorskip("torch")
+    ta, tbt = torch.from_numpy(a).cuda(), torch.from_numpy(bt).cuda()
+    c = numgemm.gemm(ta, tbt.t())
+    assert isinstance(c, torch.Tensor) and c.device == ta.device and c.dtype == torch.int32
+    assert np.array_equal(c.cpu().numpy(), ref)
+    c = numgemm.gemm(cuda.to_device(a), tbt.t())
+    assert isinstance(c, torch.Tensor) and np.array_equal(c.cpu().numpy(), ref)
+    half = numgemm.gemm(ta.half(), ta.half().t()[:, :48].contiguous(), out_dtype=torch.float16)
+    assert half.dtype == torch.float16
+    try:
+        import cupy
+    except ImportError:
+        return
+    c = numgemm.gemm(cupy.asarray(a), cupy.asarray(bt).T)
+    assert isinstance(c, cupy.ndarray) and np.array_equal(cupy.asnumpy(c), ref)
+
+
+@pytest.mark.gpu
+def test_a_call_goes_on_torchs_current_stream(rng):
+    """Inside `with torch.cuda.stream(s)`, behind 50 ms of work on s and a copy
+    of new values on s: numgemm's GEMM is ordered after them, and torch's
+    work after it on s reads C."""
+    torch = pytest.importorskip("torch")
+    import numgemm
+
+    a, bt = _int8(rng, 200, 136, 256)
+    a2, _ = _int8(rng, 200, 136, 256)
+    ta, tbt = torch.from_numpy(a).cuda(), torch.from_numpy(bt).cuda()
+    numgemm.gemm(ta, tbt.t())                   # built and warm
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(100_000_000)
+        ta.copy_(torch.from_numpy(a2).cuda(non_blocking=True))
+        c = numgemm.gemm(ta, tbt.t())
+        d = c * 1
+    s.synchronize()
+    np.testing.assert_array_equal(d.cpu().numpy(), a2.astype(np.int64) @ bt.T.astype(np.int64))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("explicit", [False, True])
+@pytest.mark.parametrize("precision", ["int8", "fp16"])
+def test_calls_and_plans_are_captured_in_a_cuda_graph(explicit, precision, rng):
+    """gemm(out=), a gemm() returning C and plan.launch(), each made once
+    before the capture (as torch's docs warm up), captured by
+    torch.cuda.graph on torch's capture stream (stream=None) or on a stream
+    named to the call; replayed with new values copied into the inputs:
+    every C is the new product."""
+    torch = pytest.importorskip("torch")
+    import numgemm
+    from numgemm import operands
+
+    M, N, K = 200, 136, 256
+    a, b = operands.values(precision, 1, M, N, K, rng)
+    ta = torch.from_numpy(a[0]).cuda()
+    tb = torch.from_numpy(b[0]).cuda()
+    b_arg = tb.t() if precision == "int8" else tb      # INT8: b is N x K rows, taken transposed
+    c_out = torch.empty((M, N), dtype=torch.int32 if precision == "int8" else torch.float32, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):               # warm-up: kernels built, maps and launches prepared
+        numgemm.gemm(ta, b_arg, out=c_out)
+        numgemm.gemm(ta, b_arg)
+        plan_out = torch.empty_like(c_out)
+        plan = numgemm.plan_gemm(ta, b_arg, out=plan_out)
+        plan.launch()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    g, cap = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+    with torch.cuda.graph(g, stream=cap if explicit else None):
+        named = dict(stream=cap) if explicit else {}
+        numgemm.gemm(ta, b_arg, out=c_out, **named)
+        c_new = numgemm.gemm(ta, b_arg, **named)
+        plan.launch(**named)
+    for _ in range(2):
+        a, b = operands.values(precision, 1, M, N, K, rng)
+        ta.copy_(torch.from_numpy(a[0]))
+        tb.copy_(torch.from_numpy(b[0]))
+        for c in (c_out, c_new, plan_out):
+            c.fill_(-1)
+        g.replay()
+        torch.cuda.synchronize()
+        ref = operands.expected(precision, a, b)[0]
+        for what, c in (("gemm(out=)", c_out), ("gemm()", c_new), ("plan.launch()", plan_out)):
+            why = operands.mismatch(c.cpu().numpy(), ref, precision)
+            assert why is None, f"{what}: {why}"
+
+
+@pytest.mark.gpu
+def test_new_operands_inside_a_capture_are_refused_by_name(rng):
+    """A TMA kernel's maps of operands first seen inside a capture cannot be
+    written there: a clear error, not a broken capture or a wrong answer."""
+    torch = pytest.importorskip("torch")
+    import numgemm
+
+    a, bt = _int8(rng, 200, 136, 256)
+    ta, tbt = torch.from_numpy(a).cuda(), torch.from_numpy(bt).cuda()
+    numgemm.gemm(ta, tbt.t(), kernel="int8_wgmma")     # built, outside the capture
+    torch.cuda.synchronize()
+    fresh = ta.clone()
+    g = torch.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="cannot write the tensor maps of new operands"):
+        with torch.cuda.graph(g):
+            numgemm.gemm(fresh, tbt.t(), kernel="int8_wgmma")

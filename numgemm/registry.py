@@ -226,8 +226,22 @@ def default(precision, b_layout, preset="tuned", cc=None, m=None, k=None):
     for other in REGISTRY[preset].values():     # e.g. the K x N INT4 ablation
         if other.precision == precision and other.op == "mma" and other.b_layout == b_layout:
             return other
+    twin = layout_twin(cfg, b_layout)           # FP16: the same kernel reading B in the other layout
+    if twin is not None:
+        return twin
     raise ValueError(f"no {preset} {precision} kernel takes B as {b_layout.upper()}; "
                      f"{precision} kernels take B as {cfg.b_layout.upper()}")
+
+
+def layout_twin(cfg, b_layout):
+    """cfg reading B in b_layout instead (FP16 B as N x K, an nn.Linear
+    weight: wgmma K-major, ldmatrix without .trans, WMMA col-major), or None
+    where the kernel has no such twin (8-bit B is K-major only; some FP16
+    tiles are K x N only)."""
+    try:
+        return cfg.replace(b_layout=b_layout)
+    except ValueError:
+        return None
 
 
 #: The tuned kernels that gemm() may choose (registry.default, or a tuned winner

@@ -84,6 +84,8 @@ def choose(precision, b_layout, M, N, K, cc, preset="tuned"):
     if preset == "tuned":
         arch = target_name(cc)
         path, entries = _entries(arch, str(winners_files(arch)[0])).get((precision, b_layout, m_class(M)), (None, ()))
+        if not entries:                 # none searched in this layout: the other layout's, as twins (FP16)
+            path, entries = _layout_twins(arch, precision, b_layout, m_class(M))
         near = sorted(entries, key=lambda e: (math.log2(N / e[0])) ** 2 + (math.log2(K / e[1])) ** 2)
         for n, k, c, name in near:
             c = _exact_for(c, K)
@@ -94,6 +96,16 @@ def choose(precision, b_layout, M, N, K, cc, preset="tuned"):
         cfg = registry.default(precision, b_layout, preset, cc, M, K)
     log.debug("numgemm: %s %dx%dx%d, B %s -> %s (%s)", precision, M, N, K, b_layout, cfg.name, why)
     return cfg
+
+
+def _layout_twins(arch, precision, b_layout, m):
+    """(path, entries) of the winners searched with B in the other layout,
+    each as its registry.layout_twin in b_layout, where it has one."""
+    other = "kn" if b_layout == "nk" else "nk"
+    path, entries = _entries(arch, str(winners_files(arch)[0])).get((precision, other, m), (None, ()))
+    twins = [(n, k, registry.layout_twin(c, b_layout), f"{name} with B {b_layout.upper()}")
+             for n, k, c, name in entries]
+    return path, [t for t in twins if t[2] is not None]
 
 
 def _exact_for(cfg, K):

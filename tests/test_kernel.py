@@ -631,8 +631,7 @@ def test_widening_pass_lays_b_out_as_the_consumers_read_a(rng):
     wide[:, :, :48] = packed
     B = cuda.to_device(wide)[:, :, :48]
     spec = WidenPass()
-    W = spec.workspace(B, 0)
-    W.copy_to_device(np.full(W.shape, 0x55, np.uint8))
+    W = cuda.to_device(np.full((2, 40, 96), 0x55, np.uint8))
     _Launch(helper_function(spec, cuda.get_current_device().id).handle, spec.grid(B), spec.threads, 0, 0,
             launch_args(spec.argtypes(), (B, W)), spec.name)()
     got = W.copy_to_host().view(np.int8).astype(np.int64)
@@ -803,3 +802,32 @@ def test_half_c_is_the_f32_sums_rounded(name, fields, rng):
         sums, got = wide.copy_to_host(), narrow.copy_to_host()
         assert operands.mismatch(sums, ref, "fp16") is None
         np.testing.assert_array_equal(got, sums.astype(np.float16))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["fp16_wmma", "fp16_ptx_mma", "fp16_ptx_k8", "fp16_ptx_fp16acc", "fp16_ptx_manual_pack",
+                                  "fp16_ptx_tma", "fp16_ptx_mma_m16", "fp16_wgmma", "fp16_wgmma_cl1", "fp16_wgmma_c16"])
+def test_fp16_reads_b_as_n_x_k(name, rng):
+    """Every FP16 family with B as N x K (an nn.Linear weight, b = w.t()), read
+    in place: WMMA's col-major B fragment, ldmatrix without .trans, wgmma's
+    K-major B; edges on every side, a batch, K short of a k-tile."""
+    cfg = registry.layout_twin(registry.get(name), "nk")
+    assert cfg is not None and cfg.b_layout == "nk"
+    skip_unless_it_runs_here(cfg)
+    for batch, M, N, K in ((1, 256, 128, 256), (2, 300, 200, 136), (1, 1030, 2100, 72)):
+        check_kernel(cfg, batch, M, N, K, rng, kernel=cfg)
+
+
+@pytest.mark.gpu
+def test_gemm_takes_an_nn_linear_weight_as_it_lies(rng):
+    """gemm(x, w.t()) for an FP16 N x K weight w: gemm()'s choice at small,
+    skinny and square shapes, against float64."""
+    torch = pytest.importorskip("torch")
+    import numgemm
+
+    for M, N, K in ((16, 520, 256), (300, 136, 256), (1024, 1024, 1024)):
+        x = torch.randn(M, K, dtype=torch.float16, device="cuda")
+        w = torch.randn(N, K, dtype=torch.float16, device="cuda")
+        got = numgemm.gemm(x, w.t())
+        ref = x.double() @ w.double().t()
+        assert ((got.double() - ref).norm() / ref.norm()).item() < 1e-3, (M, N, K)

@@ -12,3 +12,12 @@ from .quant import pack_int4, pack_int4_kn, unpack_int4, unpack_int4_kn
 
 __all__ = ["KernelConfig", "gemm", "pack_int4", "pack_int4_kn", "plan_gemm", "primitives",
            "registry", "transposed", "unpack_int4", "unpack_int4_kn"]
+
+
+def __getattr__(name):
+    # numgemm.torch (PyTorch operators) loads PyTorch: only when asked for.
+    if name == "torch":
+        import importlib
+
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError(f"module 'numgemm' has no attribute {name!r}")

@@ -1,0 +1,68 @@
+"""numgemm's GEMM as PyTorch operators, which torch.compile sees and traces.
+
+    import numgemm.torch
+    y = torch.ops.numgemm.linear(x, layer.weight, layer.bias)   # nn.Linear's layout
+    c = torch.ops.numgemm.gemm(a, b)                            # a @ b, as numgemm.gemm
+
+Both are torch.library custom operators with fake implementations (the
+output's shape and dtype, without a GPU), so that torch.compile(fullgraph=True)
+of a function calling them compiles, and a graph break does not hide them.
+Each launches on torch's current stream and returns a tensor from torch's
+allocator, so CUDA graphs capture it. Forward only: no autograd formula is
+registered (run them under torch.no_grad() or inference_mode()).
+"""
+
+from typing import Optional
+
+import torch
+
+from . import api
+
+_PRECISION = {torch.float16: "fp16", torch.int8: "int8"}
+_C_DTYPE = {"fp16": torch.float32, "int8": torch.int32, "int4": torch.int32}
+
+
+@torch.library.custom_op("numgemm::gemm", mutates_args=())
+def gemm(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[torch.dtype] = None,
+         kernel: Optional[str] = None, precision: Optional[str] = None) -> torch.Tensor:
+    """C = a @ b, as numgemm.gemm() computes it (B K x N, or the transpose of
+    an N x K weight: b = w.t()); out_dtype: C's dtype (FP16: float32 by
+    default, or float16)."""
+    return api.gemm(a, b, kernel=kernel, precision=precision, out_dtype=out_dtype)
+
+
+@gemm.register_fake
+def _(a, b, out_dtype=None, kernel=None, precision=None):
+    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    return a.new_empty((*batch, a.shape[-2], b.shape[-1]), dtype=out_dtype or _c_dtype(a, kernel, precision))
+
+
+@torch.library.custom_op("numgemm::linear", mutates_args=())
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """nn.Linear's product: x (..., K) @ weight.t() (weight N x K, as nn.Linear
+    stores it: read in place, no copy) + bias, in x's dtype (FP16 in, FP16
+    out, as F.linear gives). The bias is added after the GEMM (not fused)."""
+    if x.dtype != torch.float16:
+        raise TypeError(f"numgemm.torch.linear takes x as float16; got {x.dtype}")
+    rows = x.reshape(-1, x.shape[-1])
+    y = api.gemm(rows, weight.t(), out_dtype="float16")
+    if bias is not None:
+        y += bias
+    return y.reshape(*x.shape[:-1], weight.shape[0])
+
+
+@linear.register_fake
+def _(x, weight, bias=None):
+    return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+
+def _c_dtype(a, kernel, precision):
+    """C's default dtype: the precision's (named, the kernel's, or a's dtype's)."""
+    if precision is None and kernel is not None:
+        from . import registry
+
+        precision = registry.get(kernel).precision
+    precision = precision or _PRECISION.get(a.dtype)
+    if precision is None:
+        raise TypeError(f"cannot infer the precision from dtype {a.dtype}: pass precision= or kernel=")
+    return _C_DTYPE[precision]

@@ -1,6 +1,7 @@
 """What a gemm() call costs, whole: its median wall time with the
-synchronisation, against plan.launch() and PyTorch's own call on the same
-device arrays (torch.matmul for fp16, torch._int_mm for int8).
+synchronisation, into a given out= and returning a new C (a torch tensor, as
+torch's own call does), against plan.launch() and PyTorch's own call on the
+same device arrays (torch.matmul for fp16, torch._int_mm for int8).
 
     python scripts/host_overhead.py            # the shapes of issue 20's table
 
@@ -35,7 +36,8 @@ def wall_us(call, repeats=200, warmup=20):
 
 
 def main():
-    print(f"{'shape':>22} {'gemm(out=) us':>14} {'launch us':>10} {'torch us':>9} {'gemm/torch':>10}  kernel")
+    print(f"{'shape':>22} {'gemm(out=) us':>14} {'gemm() us':>10} {'launch us':>10} {'torch us':>9} "
+          f"{'gemm/torch':>10} {'gemm()/torch':>12}  kernel")
     for precision, M, N, K in SHAPES:
         if precision == "fp16":
             a = torch.randn(M, K, device="cuda", dtype=torch.float16)
@@ -49,10 +51,11 @@ def main():
             peer = (lambda: torch._int_mm(a, b)) if M > 16 else None
         plan = numgemm.plan_gemm(a, b, out=out)
         g = wall_us(lambda: numgemm.gemm(a, b, out=out))
+        new = wall_us(lambda: numgemm.gemm(a, b))
         p = wall_us(plan.launch)
         t = wall_us(peer) if peer is not None else float("nan")
-        print(f"{precision + ' ' + f'{M}x{N}x{K}':>22} {g:14.1f} {p:10.1f} {t:9.1f} {g / t:10.2f}  {plan.cfg.name}",
-              flush=True)
+        print(f"{precision + ' ' + f'{M}x{N}x{K}':>22} {g:14.1f} {new:10.1f} {p:10.1f} {t:9.1f} {g / t:10.2f} "
+              f"{new / t:12.2f}  {plan.cfg.name}", flush=True)
     return 0
 
 

@@ -145,7 +145,8 @@ def _stream_handle(stream, a, out):
     if stream is not None:
         return frameworks.handle(stream)
     fw = frameworks.of(a, out)
-    return frameworks.current_stream(fw, a if frameworks.kind(a) == fw else out)
+    like = a if frameworks.kind(a) == fw else out
+    return frameworks.current_stream(fw, like.device.index if fw == "torch" else None)
 
 
 def _current_context():
@@ -164,12 +165,12 @@ class GemmPlan:
     handling (the bench times kernels this way).
 
     It owns every piece of device state its launch reads besides the
-    operands and C: tensor maps, workspaces, flags. No other call rewrites
-    them, so a kept plan stays right however many other GEMMs run between
-    its launches. The one piece it shares, unpack="pass"'s widening
-    workspace, each launch fills itself before reading, in its stream's
-    order. The operands and C are the caller's, held as pointers: a plan
-    whose arrays were freed must not be launched."""
+    operands and C: tensor maps, workspaces, flags, padded rows. No other
+    call rewrites them, so a kept plan stays right however many other GEMMs
+    run between its launches; its own launches, sharing that state, must
+    not overlap (on two streams at once). The operands and C are the
+    caller's, held as pointers: a plan whose arrays were freed must not be
+    launched."""
 
     cfg: KernelConfig
     args: tuple

@@ -25,6 +25,7 @@ files, and its key hashes closure cells that differ between processes.
 """
 
 import argparse
+import ast
 import functools
 import hashlib
 import importlib.metadata
@@ -83,8 +84,22 @@ def sources_digest():
         files += sorted(p.glob("*.py")) if p.is_dir() else [p]
     h = hashlib.sha256()
     for p in files:
-        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+        h.update(p.name.encode() + b"\0" + (code(p.read_bytes()) if p.suffix == ".py" else p.read_bytes()) + b"\0")
     return h.hexdigest()
+
+
+def code(source):
+    """A Python module's code as the key reads it: its syntax tree without
+    comments, docstrings or line numbers, so that editing prose leaves every
+    kernel in the cache (the PTX and CUDA sources are read as they are)."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list):
+            kept = [n for n in body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)
+                                            and isinstance(n.value.value, str))]
+            node.body = kept or [ast.Pass()]
+    return ast.dump(tree).encode()
 
 
 _PACKAGES = ("numba", "numba-cuda", "llvmlite", "cuda-bindings", "cuda-core", "nvidia-nvvm", "nvidia-cuda-nvrtc",

@@ -190,3 +190,14 @@ def test_an_unwritable_folder_warns_and_builds(tmp_path, monkeypatch):
     with pytest.warns(cache.NumgemmCacheWarning, match="not written"):
         b = build_config(CFG, "sm_89")
     assert b.count("IMMA") > 0 and not b.cached
+
+
+def test_the_key_reads_code_not_prose():
+    """Comments, docstrings and blank lines change no key (editing them would
+    make every next build cold); a changed expression does."""
+    from numgemm.cache import code
+
+    before = b'"""A module."""\nimport x  # why\n\n\ndef f(a):\n    """What f does."""\n    return a + 1\n'
+    prose = b'"""The module, described anew."""\nimport x\n\ndef f(a):\n    # a comment\n    return a + 1  # why not\n'
+    assert code(before) == code(prose)
+    assert code(before) != code(before.replace(b"a + 1", b"a + 2"))

@@ -275,7 +275,7 @@ def select(args):
                 continue            # "default" is not in the pool: run() adds gemm()'s choice per shape
             if args.linkage and cfg.op == "mma":
                 cfg = cfg.replace(linkage=args.linkage)
-            cfg = c_as_asked(cfg, args)
+            cfg = c_as_asked(in_layout_asked(cfg, args), args)
             if cfg is None or (preset, cfg) in seen:
                 continue
             seen.add((preset, cfg))
@@ -332,8 +332,20 @@ def default_pick(precision, shape, cc, args=None):
     --out-dtype asks."""
     from . import registry, tuning
 
-    cfg = tuning.choose(precision, registry.choice_layout(precision), *shape, cc)
+    layout = getattr(args, "b_layout", None) or registry.choice_layout(precision)
+    cfg = tuning.choose(precision, layout, *shape, cc)
     return "tuned", "default", c_as_asked(cfg, args, chosen=True) if args is not None else cfg
+
+
+def in_layout_asked(cfg, args):
+    """cfg reading B as --b-layout asks (registry.layout_twin), cfg itself
+    without the option, or None where it has no such twin (left out)."""
+    from . import registry
+
+    want = getattr(args, "b_layout", None)
+    if cfg is None or want is None or cfg.b_layout == want:
+        return cfg
+    return registry.layout_twin(cfg, want)
 
 
 def c_as_asked(cfg, args, chosen=False):
@@ -419,7 +431,9 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
         # Each result as it comes: a run cut short keeps what it measured.
         log(f"  {kname}: {ms:.3f} ms, {row.tops:.1f} T(FL)OPS")
     del dev_sets
-    for pname, prun, pcheck in ([] if args.no_peers else peer_runs(precision, M, N, K, batch, rng, len(host_sets))):
+    peers = [] if args.no_peers else peer_runs(precision, M, N, K, batch, rng, len(host_sets),
+                                               getattr(args, "b_layout", None))
+    for pname, prun, pcheck in peers:
         log(f"[{precision} {label}] time {pname}")
         state = {}
         ms, _ = time_gpu(prun, repeats=args.repeats, between=between,
@@ -597,6 +611,10 @@ def parse(argv):
     ap.add_argument("--out-dtype", choices=("float32", "float16"), default="float32",
                     help="FP16's C: float16 rounds each f32 sum to half as it is stored (gemm()'s out_dtype); "
                          "kernels that cannot (WMMA) are left out")
+    ap.add_argument("--b-layout", choices=("kn", "nk"),
+                    help="B as K x N or as N x K (an nn.Linear weight): each kernel in that layout where it has "
+                         "a twin (FP16 has both; INT8 and INT4 N x K), gemm()'s choice for it; default: each kernel's "
+                         "own; with --tune, the layout searched")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--preset", choices=("paper", "tuned", "all"), default="all")
     ap.add_argument("--repeats", type=int, default=10)

@@ -39,8 +39,10 @@ def _cupy():
     return cupy
 
 
-def peer_runs(precision, M, N, K, batch, rng, sets=1):
+def peer_runs(precision, M, N, K, batch, rng, sets=1, b_layout=None):
     """[(name, run(i), check())] for the libraries that can do this GEMM.
+    FP16 with b_layout "nk": B kept as an N x K weight, multiplied as
+    torch.nn.functional.linear does (x @ w.t()).
 
     run(i) enqueues one product (without synchronizing) on operand set
     i % sets: as many sets as numgemm's kernels rotate over (operand_sets),
@@ -50,6 +52,17 @@ def peer_runs(precision, M, N, K, batch, rng, sets=1):
     torch = _torch()
     if precision == "fp16":
         host = [values(precision, batch, M, N, K, rng) for _ in range(sets)]
+        if torch is not None and b_layout == "nk":      # an nn.Linear weight, N x K rows
+            weights = [np.ascontiguousarray(np.swapaxes(b, -1, -2)) for _, b in host]
+            ops = _Sets(host, [(torch.from_numpy(a).cuda(), torch.from_numpy(w).cuda())
+                               for (a, _), w in zip(host, weights)])
+            out = {}
+
+            def run_linear(i):
+                x, w = ops.pick(i)
+                out["c"] = torch.matmul(x, w.transpose(-1, -2))
+            return [("cublas_fp16 B N x K (torch, as F.linear)", run_linear,
+                     lambda: _ok(out["c"].float().cpu().numpy(), *ops.last_host, precision))]
         if torch is not None:
             ops = _Sets(host, [(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()) for a, b in host])
             out = {}

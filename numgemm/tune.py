@@ -31,7 +31,7 @@ SHAPES = tuple((m, n, n) for n in (4096, 8192) for m in (1, 16, 64, 256)) + \
 SPLITS = (2, 4, 8)
 
 
-def candidates(precision, cc, shape, sms):
+def candidates(precision, cc, shape, sms, b_layout=None):
     """{label: config}: the first round of the search at one shape. The
     registered kernels gemm() may choose on this GPU; where a block-tile
     kernel's tiles fill fewer than two waves of the SMs, the same kernel in
@@ -42,11 +42,17 @@ def candidates(precision, cc, shape, sms):
     idle, by factors that give every block at least two k-tiles (not the
     widening wgmma ones); the persistent TMA ones there also with their
     k-tiles streamed over every SM (stream_k); and each unsplit one whose
-    persistent grid even_waves changes at this shape, with it flipped."""
+    persistent grid even_waves changes at this shape, with it flipped.
+    b_layout: B in that layout (each kernel's registry.layout_twin, those
+    that have one); None: each kernel's own."""
     M, N, K = shape
     pool = {}
     for name in registry.choices(precision, cc):
         base = registry.REGISTRY["tuned"][name]
+        if b_layout is not None and base.b_layout != b_layout:
+            base = registry.layout_twin(base, b_layout)
+            if base is None:
+                continue
         if base.bm == 16 and M > 64:         # small-M tiles: for small M only
             continue
         if base.unpack == "pass" and 16 < M < N:     # C^T: the pass widens A, the smaller operand
@@ -175,7 +181,7 @@ def tune(args, shapes=None):
     path = Path(args.tune_out or winners_files(target_name(cc))[0])
     for precision in args.precision:
         search = _Search(precision, cc, args, rng)
-        first = {shape: candidates(precision, cc, shape, sms) for shape in shapes}
+        first = {shape: candidates(precision, cc, shape, sms, getattr(args, "b_layout", None)) for shape in shapes}
         # Two rounds, each built at once (jobs at a time): every shape's candidates, then
         # every shape's winner's neighbours.
         search.ready({label: c for pool in first.values() for label, c in pool.items()})

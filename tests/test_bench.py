@@ -31,6 +31,23 @@ def test_half_c_is_asked_of_the_fp16_kernels():
     assert bench.default_pick("fp16", (64, 4096, 4096), (9, 0), args)[2].out == "f16"
 
 
+def test_b_as_n_x_k_is_asked_of_every_kernel_with_a_twin():
+    """--b-layout nk: FP16's kernels read B as an N x K weight, the integers'
+    as they do; --b-layout kn leaves out INT8's (K-major only); gemm()'s
+    choice is the one for that layout."""
+    from numgemm import tuning
+
+    nk = {n: c for _, n, c in bench.select(bench.parse(["--precision", "fp16", "int8", "--preset", "tuned",
+                                                       "--b-layout", "nk"]))}
+    assert {c.b_layout for c in nk.values()} == {"nk"} and "fp16_wgmma" in nk and "int8_wgmma" in nk
+    kn = {n: c for _, n, c in bench.select(bench.parse(["--precision", "fp16", "int8", "--preset", "tuned",
+                                                       "--b-layout", "kn"]))}
+    assert "int8_wgmma" not in kn and kn["fp16_wgmma"].b_layout == "kn"
+    args = bench.parse(["--kernels", "default", "--b-layout", "nk"])
+    assert bench.default_pick("fp16", (512, 512, 512), (9, 0), args)[2] == tuning.choose("fp16", "nk", 512, 512, 512,
+                                                                                          (9, 0))
+
+
 @pytest.mark.skipif(HAVE_GPU, reason="checks the message given without a GPU")
 def test_without_a_gpu_it_says_so_in_one_line():
     proc = subprocess.run([sys.executable, "bench.py", "--all"], cwd=ROOT, capture_output=True, text=True)

@@ -88,3 +88,13 @@ def test_small_m_neighbours_move_warps_with_the_k_tile(name):
     for label, c in moved.items():
         assert c.warps_n * c.warps_k == cfg.warps_n * cfg.warps_k, label
         assert c.bk // c.warps_k == cfg.bk // cfg.warps_k and c.bn == cfg.bn, label
+
+
+@pytest.mark.parametrize("shape", [(16, 8192, 8192), (512, 512, 512), (8192, 8192, 8192)])
+def test_the_search_takes_b_as_n_x_k_for_fp16(shape):
+    """--tune --b-layout nk: FP16's candidates read B as an N x K weight, each
+    a valid config; the registry default of that layout among them."""
+    pool = tune.candidates("fp16", H200, shape, 132, "nk")
+    assert pool and all(c.b_layout == "nk" and c.unsupported(H200) is None for c in pool.values())
+    M, _, K = shape
+    assert registry.default("fp16", "nk", "tuned", H200, M, K) in pool.values()

@@ -79,7 +79,8 @@ def quiet():
     """numgemm's own launches of a block or a few (the spin kernel) without
     Numba's low-occupancy warning, which speaks of the user's kernels."""
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Grid size .* will likely result in GPU under-utilization")
+        # (the message starts with terminal escapes: matched anywhere in it)
+        warnings.filterwarnings("ignore", message=".*Grid size .* will likely result in GPU under-utilization")
         yield
 
 

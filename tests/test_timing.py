@@ -24,3 +24,20 @@ def test_the_l2_size_is_the_gpus():
     from numgemm.timing import l2_bytes
 
     assert 2**20 <= l2_bytes() <= 2**30
+
+
+def test_numgemms_own_small_launches_say_nothing():
+    """Numba's low-occupancy warning (its message starts with terminal
+    escapes) is silenced inside timing.quiet(), and only there."""
+    import warnings
+
+    from numgemm.timing import quiet
+
+    message = "\x1b[1m\x1b[1mGrid size 1 will likely result in GPU under-utilization due to low occupancy.\x1b[0m"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with quiet():
+            warnings.warn(message, RuntimeWarning)
+        assert not caught
+        warnings.warn(message, RuntimeWarning)
+        assert len(caught) == 1

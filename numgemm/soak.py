@@ -36,13 +36,14 @@ POOL = 12                   # kept plans, and arrays repeated, alive at once (th
 def kernels(precision, cc):
     """The kernels the soak names for precision on a GPU of compute capability
     cc (None: gemm()'s choice): each path that keeps device state of its own,
-    where this GPU runs it."""
+    where this GPU runs it, and FP16's with B as an N x K weight."""
     from . import registry
 
     get = registry.get
     named = {
         "fp16": [get("fp16_ptx_tma"), get("fp16_wgmma"), get("fp16_wgmma_c16"),
-                 get("fp16_wgmma_c16").replace(c_tma=True), get("fp16_ptx_mma_m16").replace(split_k=2)],
+                 get("fp16_wgmma_c16").replace(c_tma=True), get("fp16_ptx_mma_m16").replace(split_k=2),
+                 registry.layout_twin(get("fp16_wgmma"), "nk"), registry.layout_twin(get("fp16_ptx_tma"), "nk")],
         "int8": [get("int8_ptx_tma"), get("int8_wgmma"), get("int8_wgmma_swap"),
                  get("int8_wgmma").replace(stream_k=True), get("int8_ptx_mma_k32_m16").replace(split_k=4),
                  get("int8_ptx_mma_k32_m16").replace(split_k=4, split_sum="last")],

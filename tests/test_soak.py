@@ -24,6 +24,7 @@ def test_the_soak_names_every_path_that_keeps_state(precision):
         assert any(c.unpack == "pass" and c.swap for c in named)
     if precision == "fp16":
         assert any(c.c_tma for c in named) and any(c.split_k > 1 for c in named)
+        assert {c.op for c in named if c.b_layout == "nk"} == {"mma", "wgmma"}
 
 
 def test_the_soak_leaves_out_what_a_gpu_cannot_run():

@@ -106,7 +106,13 @@ class Allocator:
 
         if self.framework == "torch":
             torch = sys.modules["torch"]
-            t = torch.empty(shape, dtype=getattr(torch, np.dtype(dtype).name), device=f"cuda:{self.device}")
+            make = lambda: torch.empty(shape, dtype=getattr(torch, np.dtype(dtype).name),  # noqa: E731
+                                       device=f"cuda:{self.device}")
+            if self.stream == current_stream("torch", self.device):
+                t = make()
+            else:   # the block belongs to the stream that uses it: torch reuses it only after that stream's work
+                with torch.cuda.stream(torch.cuda.ExternalStream(self.stream, device=f"cuda:{self.device}")):
+                    t = make()
             return t, numba_view(t)
         if self.framework == "cupy":
             c = sys.modules["cupy"].empty(shape, dtype)

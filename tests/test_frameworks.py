@@ -106,6 +106,32 @@ def test_a_call_goes_on_torchs_current_stream(rng):
 
 
 @pytest.mark.gpu
+def test_a_named_stream_owns_the_calls_workspaces(rng):
+    """gemm(stream=s) on torch tensors with s not torch's current stream: the
+    plan's workspaces (INT4's widened B, padded rows) are allocated on s, so
+    that torch reuses them only after s's work; behind 50 ms of work on s,
+    with calls on the current stream between, each C is exact."""
+    torch = pytest.importorskip("torch")
+    import numgemm
+    from numgemm.quant import pack_int4
+
+    s = torch.cuda.Stream()
+    outs = []
+    for i in range(3):
+        a, bt = rng.integers(-8, 8, (200, 260)), rng.integers(-8, 8, (136, 260))      # K = 260: rows padded
+        ta, tbt = torch.from_numpy(pack_int4(a)).cuda(), torch.from_numpy(pack_int4(bt)).cuda()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            torch.cuda._sleep(50_000_000)
+        c = numgemm.gemm(ta, tbt.t(), precision="int4", k=260, stream=s)
+        numgemm.gemm(ta, tbt.t(), precision="int4", k=260)          # on the current stream, meanwhile
+        outs.append((c, a.astype(np.int64) @ bt.T.astype(np.int64)))
+    s.synchronize()
+    for c, ref in outs:
+        np.testing.assert_array_equal(c.cpu().numpy(), ref)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("explicit", [False, True])
 @pytest.mark.parametrize("precision", ["int8", "fp16"])
 def test_calls_and_plans_are_captured_in_a_cuda_graph(explicit, precision, rng):

@@ -5,8 +5,8 @@ from the workspace this kernel writes, as INT8 kernels copy theirs, so that
 no thread of it widens B; only A's s4 reaches its stages narrow, for each
 consumer to widen its own rows in registers. Widening in the GEMM's
 producer costs a trip of every s4 byte through the producer's registers,
-once for each tile row that reads it (docs/findings.md, "INT4 is bound by
-the producer's global loads"); here each byte makes it once.
+once for each tile row that reads it (docs/findings.md, "Widening in the
+producer is bound by its global loads"); here each byte makes it once.
 
 One thread a 16-byte piece of a row of B (32 s4, one wgmma k step): it
 loads the piece and stores its 32 bytes of s8, the four words' even

@@ -31,7 +31,7 @@ def store(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    """A cache holding CFG's builds (sm_80, sm_89, sm_90), made once for the module."""
+    """A cache holding CFG's builds (sm_89, sm_90), made once for the module."""
     folder = tmp_path_factory.mktemp("built")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("NUMGEMM_CACHE_DIR", str(folder))
@@ -85,7 +85,7 @@ def test_round_trip_in_a_new_process(store):
             for _ in range(2)]
     import json
     (first, imma1, cached1), (second, imma2, cached2) = (json.loads(r.stdout.splitlines()[-1]) for r in runs)
-    assert first["builds"] == 1 and first["stores"] == 3 and not cached1       # sm_80, sm_89, sm_90 at once
+    assert first["builds"] == 1 and first["stores"] == 2 and not cached1       # sm_89 and sm_90 at once
     assert second == {"hits": 1, "builds": 0, "stores": 0, "rejected": 0} and cached2
     assert imma1 == imma2 > 0
 
@@ -94,7 +94,7 @@ def test_a_changed_field_misses(filled):
     build_config(CFG, "sm_89")
     assert cache.STATS == {"hits": 1, "builds": 0, "stores": 0, "rejected": 0}
     build_config(CFG.replace(stages=3), "sm_89")
-    assert cache.STATS == {"hits": 1, "builds": 1, "stores": 3, "rejected": 0}
+    assert cache.STATS == {"hits": 1, "builds": 1, "stores": 2, "rejected": 0}
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "swap"])
@@ -171,9 +171,9 @@ def test_command_line(filled, capsys):
     store = filled[0]
     assert cache.main(["--list"]) == 0
     out = capsys.readouterr().out
-    assert str(store) in out and "3 entries" in out and CFG.name in out
+    assert str(store) in out and "2 entries" in out and CFG.name in out
     assert cache.main(["--clear"]) == 0
-    assert "removed 3 entries" in capsys.readouterr().out and not cache.entries()
+    assert "removed 2 entries" in capsys.readouterr().out and not cache.entries()
 
 
 def test_module_entry_point_is_quiet(store):

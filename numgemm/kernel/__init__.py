@@ -37,7 +37,7 @@ from ..sass import (
     library_cubin,
     refuse_ptxas_losses,
 )
-from ..toolchain import TARGETS, has_native_s4_mma, parse_target, target_name
+from ..toolchain import has_native_s4_mma, parse_target, target_name
 from . import (
     copy_cp_async,
     copy_tma,
@@ -103,18 +103,24 @@ def _from_entry(meta, parts):
     return Build(cubin=parts["cubin"], sass=parts["sass"].decode(), cached=True, **meta)
 
 
+#: The targets a cache miss builds beside the one asked for, from the same front end: the study's
+#: GPU and ours, which the tests, inspect and gemm() ask for; sm_80 only when asked.
+BUILT_TOGETHER = ("sm_89", "sm_90")
+
+
 def build_config(cfg, target="sm_89"):
     """Offline build (no GPU) of cfg's kernel for target: SASS and resources.
 
     Read from numgemm's kernel cache where it is there; on a miss, one
-    front end builds every offline target of cfg that the cache lacks, and
-    stores each (test_sass and inspect ask for several)."""
+    front end builds target and the BUILT_TOGETHER targets of cfg that the
+    cache lacks, and stores each (test_sass and inspect ask for several)."""
     why = cfg.unsupported(target, launch=False)
     if why:
         raise ValueError(why)
     target = cfg.build_target(target)         # sm_90 -> sm_90a for wgmma
     keys = {t: cache.key(cfg, t, argtypes(cfg), _options(cfg))
-            for t in dict.fromkeys((target, *map(cfg.build_target, TARGETS))) if not cfg.unsupported(t, launch=False)}
+            for t in dict.fromkeys((target, *map(cfg.build_target, BUILT_TOGETHER)))
+            if not cfg.unsupported(t, launch=False)}
     hit = cache.load(keys[target])
     if hit is not None:
         return _from_entry(*hit)

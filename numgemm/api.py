@@ -48,7 +48,7 @@ def gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, out_dty
     launch = _LAUNCHES.get(key) if key is not None else None
     if launch is not None:                      # the same call as before: only the launch
         _LAUNCHES.move_to_end(key)
-        launch(_stream_handle(stream, a, out))
+        launch(_stream_handle(stream, a, b, out))
         return out
     shape = _checked(a, b, precision, kernel, preset, k, out, out_dtype)
     if 0 in shape.mnk:                          # as NumPy answers: empty, or zeros for K = 0
@@ -139,14 +139,14 @@ def _launch_key(a, b, out, precision, kernel, preset, k, out_dtype):
     return key
 
 
-def _stream_handle(stream, a, out):
+def _stream_handle(stream, *arrays):
     """The raw stream a call launches on: stream's handle, or with None the
-    current stream of the framework of a (or of out, for NumPy a)."""
+    current stream of the framework of its arrays (a, b and out), the same
+    on the prepared path and the whole one."""
     if stream is not None:
         return frameworks.handle(stream)
-    fw = frameworks.of(a, out)
-    like = a if frameworks.kind(a) == fw else out
-    return frameworks.current_stream(fw, like.device.index if fw == "torch" else None)
+    fw = frameworks.of(*arrays)
+    return frameworks.current_stream(fw, frameworks.device_of(fw, *arrays))
 
 
 def _current_context():
@@ -205,6 +205,7 @@ class GemmPlan:
         self.cufunc = device_function(self.cfg, device)     # the kernel cache's
         _allow_dynamic_shared(self.cufunc, self.cfg.smem_bytes)
         stream, then = self.first_stream, None
+        self._last = stream                              # the stream result() waits for
         C = self.args[2]
         if self.counts is not None:                      # split-K summed by each tile's last block; stream-K
             self.args = (*self.args[:2], (self.workspace, C, self.counts), *self.args[3:])
@@ -246,7 +247,7 @@ class GemmPlan:
             return self.out
         from cuda.bindings import driver as drv
 
-        frameworks._check(drv.cuStreamSynchronize(drv.CUstream(getattr(self, "_last", self.first_stream))))
+        frameworks.check(drv.cuStreamSynchronize(drv.CUstream(self._last)))
         return self.out.copy_to_host()
 
 
@@ -340,8 +341,7 @@ def _empty_product(a, b, shape, out):
     fw = frameworks.of(a, b)
     if fw == "numpy":
         return zeros
-    like = a if frameworks.kind(a) == fw else b
-    result, view = frameworks.Allocator(fw, like.device.index if fw == "torch" else None).empty(zeros.shape, dtype)
+    result, view = frameworks.Allocator(fw, frameworks.device_of(fw, a, b)).empty(zeros.shape, dtype)
     if view.size:
         view.copy_to_device(zeros)
     return result
@@ -363,11 +363,10 @@ def _plan(a, b, shape, preset, out, stream):
     precision, (batch, M, N, K), b_units = shape.precision, shape.bmnk, shape.b_units
     if not cuda.is_available():
         raise RuntimeError("numgemm.gemm needs a CUDA GPU and driver; none is available")
-    fw = frameworks.of(a, b)
-    device = a.device.index if frameworks.kind(a) == "torch" else \
-        b.device.index if frameworks.kind(b) == "torch" else None
+    fw = frameworks.of(a, b, out)       # whose stream and allocator (out=None: the result's framework)
+    device = frameworks.device_of(fw, a, b, out)
     follow = stream is None             # launch on the framework's current stream, whichever it is then
-    stream = _stream_handle(stream, a if frameworks.kind(a) == fw else b, out)
+    stream = _stream_handle(stream, a, b, out)
     alloc = frameworks.Allocator(fw, device, stream)
     a, b = _device(a, "a"), _device(b, "b")
     a3 = _unit_strides(a if a.ndim == 3 else _batched(a), "kn")

@@ -41,6 +41,14 @@ def of(*arrays):
     return next((k for k in ORDER if k in kinds), "numpy")
 
 
+def device_of(framework, *arrays):
+    """The device index of the first of arrays that `framework` holds, where
+    the framework needs it for its current stream and allocator (torch), else None."""
+    if framework != "torch":
+        return None
+    return next(x.device.index for x in arrays if x is not None and kind(x) == "torch")
+
+
 def handle(stream):
     """The raw CUstream of a stream object: an int as it is; the CUDA stream
     protocol (__cuda_stream__: Numba, cuda.core, recent CuPy and PyTorch);
@@ -128,9 +136,9 @@ class Allocator:
 
         _, view = self.empty(shape, dtype)
         nbytes = view.size * view.dtype.itemsize
-        _check(drv.cuMemsetD8Async(view.device_ctypes_pointer.value, 0, nbytes, drv.CUstream(self.stream)))
+        check(drv.cuMemsetD8Async(view.device_ctypes_pointer.value, 0, nbytes, drv.CUstream(self.stream)))
         if not capturing(self.stream):
-            _check(drv.cuStreamSynchronize(drv.CUstream(self.stream)))
+            check(drv.cuStreamSynchronize(drv.CUstream(self.stream)))
         return view
 
 
@@ -139,11 +147,12 @@ def capturing(stream):
     from cuda.bindings import driver as drv
 
     err, status = drv.cuStreamIsCapturing(drv.CUstream(stream))
-    _check((err,))
+    check((err,))
     return status != drv.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE
 
 
-def _check(result):
+def check(result):
+    """Raise where a cuda.bindings driver call's result says it failed."""
     from cuda.bindings import driver as drv
 
     if result[0] != drv.CUresult.CUDA_SUCCESS:

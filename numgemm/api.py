@@ -12,14 +12,17 @@ INT4 operands are packed two per byte along K (numgemm.pack_int4): A as
 """
 
 import collections
+import functools
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 from numba import cuda
 from numba.cuda.cudadrv.devicearray import DeviceNDArray
 
-from . import frameworks, registry, tensormap, tuning
+from . import driver, frameworks, registry, tensormap, tuning
 from .config import KernelConfig
+from .launches import Address, Launch, Repeat
 from .precision import PRECISIONS
 
 
@@ -44,118 +47,101 @@ def gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, out_dty
     of torch, CuPy or Numba. Returns out, or a new C in the operands'
     framework (a NumPy array when a and b are NumPy).
     """
-    key = _launch_key(a, b, out, precision, kernel, preset, k, out_dtype)
-    launch = _LAUNCHES.get(key) if key is not None else None
-    if launch is not None:                      # the same call as before: only the launch
-        _LAUNCHES.move_to_end(key)
-        launch(_stream_handle(stream, a, b, out))
-        return out
+    call = _call(a, b, out, stream, (precision, kernel, preset, k, str(out_dtype)))
+    if call is not None:
+        key, addresses, handle, fw, device = call
+        try:
+            repeat = _REPEATS.get(key)
+        except TypeError:                       # an unhashable argument, which the checks will refuse
+            repeat = call = None
+        if repeat is not None:                  # the same call as before, on these arrays
+            _REPEATS.move_to_end(key)
+            if repeat.new_c is None:
+                repeat(addresses, handle)
+                return out
+            c, c_address = repeat.new_c(fw, device, handle, stream is None)
+            if c_address is not None:
+                repeat((*addresses[:2], c_address), handle)
+                return c
     shape = _checked(a, b, precision, kernel, preset, k, out, out_dtype)
     if 0 in shape.mnk:                          # as NumPy answers: empty, or zeros for K = 0
         return _empty_product(a, b, shape, out)
     plan = _plan(a, b, shape, preset, out, stream)
     plan.launch()
-    if key is not None and plan.in_place:
-        _LAUNCHES[key] = plan.prepared
-        if len(_LAUNCHES) > _LAUNCHES_MAX:
-            _LAUNCHES.popitem(last=False)
-    return plan.result()
+    result = plan.result()
+    if call is not None:
+        new_c = None
+        if out is None:
+            new_c = _NewC(result, shape.c_dtype)
+            addresses = (*addresses[:2], new_c.address_of(result))
+        _REPEATS[key] = Repeat(plan.prepared, addresses, plan.maps, new_c, (fw, device), plan.stateful)
+        if len(_REPEATS) > _REPEATS_MAX:
+            _REPEATS.popitem(last=False)
+    return result
 
 
-class _Launch:
-    """One kernel launch prepared for the driver: its arguments packed once
-    as the kernel's parameter array (numba-cuda's layout: an array is
-    meminfo, parent, size, itemsize, data, shape, strides; a scalar its
-    ctypes value), its grid, block, dynamic shared memory, stream and (a
-    cluster kernel) cluster dimensions in one CUlaunchConfig; calling it is
-    one cuLaunchKernelEx, then the launch `then` where there is one (split-K's
-    sum; after unpack="pass"'s widening, the GEMM). It holds raw values only,
-    and `keep`: the device state it reads that is numgemm's (its tensor maps,
-    split-K's, stream-K's or the widening's workspace and flags), alive as
-    long as it is; never a caller's array."""
-
-    def __init__(self, handle, grid, block, smem, stream, args, name, cluster=1, then=None, keep=None):
-        import ctypes
-
-        from cuda.bindings import driver as drv
-
-        self._drv = drv
-        self._values = [ctypes.c_int64(v) if isinstance(v, int) else v for v in args]
-        self._params = (ctypes.c_void_p * len(self._values))(*map(ctypes.addressof, self._values))
-        c = drv.CUlaunchConfig()
-        c.gridDimX, c.gridDimY, c.gridDimZ = grid          # in blocks, clusters or not
-        c.blockDimX, c.blockDimY, c.blockDimZ = block, 1, 1
-        c.sharedMemBytes = smem
-        c.hStream, self._stream = drv.CUstream(stream), stream
-        if cluster > 1:
-            attr = drv.CUlaunchAttribute()
-            attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-            attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster, 1, 1
-            c.attrs, c.numAttrs = [attr], 1
-        self._call = (c, drv.CUfunction(int(handle)), ctypes.addressof(self._params), 0)
-        self.name, self.then, self.keep = name, then, keep
-
-    def __call__(self, stream=None):
-        """Launch on `stream` (a raw handle; None: the one it was prepared for)."""
-        if stream is not None and stream != self._stream:
-            self._call[0].hStream, self._stream = self._drv.CUstream(stream), stream
-        err, = self._drv.cuLaunchKernelEx(*self._call)
-        if err != self._drv.CUresult.CUDA_SUCCESS:
-            raise RuntimeError(f"launching {self.name} failed: {err.name}")
-        if self.then is not None:
-            self.then(stream)
+#: gemm()'s recent calls on device arrays, prepared (launches.Repeat), most
+#: recent last, by everything about the call but the arrays' addresses (see
+#: _call): a call like one of them costs its key, C's allocation where it
+#: returns a new C, and the driver's launches. Each holds its launches' raw
+#: arguments and the state of numgemm's own that they read (workspaces,
+#: tensor maps), no caller's array. Calls on NumPy inputs (copied to the GPU)
+#: are not kept.
+_REPEATS = collections.OrderedDict()
+_REPEATS_MAX = 256
 
 
-#: Prepared launches of recent gemm(..., out=...) calls on device arrays, most
-#: recent last: a repeated call costs its key and the driver's launch. Each
-#: holds the launch's raw arguments (pointers, sizes, strides, the kernel)
-#: and the state of numgemm's own that it reads (GemmPlan), no caller's
-#: array: memory freed and allocated again at the same address with the same
-#: shape is a new array to the kernel, which reads whatever lies there when
-#: it runs. Calls on NumPy inputs (copied to the GPU) or that allocate their
-#: output are not kept.
-_LAUNCHES = collections.OrderedDict()
-_LAUNCHES_MAX = 64
-
-
-def _launch_key(a, b, out, precision, kernel, preset, k, out_dtype):
-    """Everything a prepared launch depends on, or None where the call cannot
-    reuse one (no out, a host array): the operands' and the output's pointers,
-    shapes, strides and dtypes, the current device, and the other arguments.
-    Not the stream: a prepared launch goes on whichever stream the call names."""
-    if out is None or not isinstance(kernel, (str, KernelConfig, type(None))):
+def _call(a, b, out, stream, options):
+    """(key, the arrays' addresses (a, b, out or None), the stream's raw
+    handle, the result's framework, its torch device) of a call on device
+    arrays, or None where no Repeat can serve it (a host array, no CUDA
+    context yet). The key is everything a prepared call depends on but the
+    addresses: the arrays' descriptions (frameworks.describe), which of them
+    share an address, the options, the context and the stream (a Repeat's
+    workspaces are used by one stream at a time)."""
+    da, db = frameworks.describe(a), frameworks.describe(b)
+    dc = frameworks.describe(out) if out is not None else (None, None)
+    if da is None or db is None or dc is None:
         return None
-    keys = (frameworks.array_key(a), frameworks.array_key(b), frameworks.array_key(out))
-    if None in keys:
-        return None
-    ctx = _current_context()
+    ctx = driver.current_context()
     if not ctx:                                 # no context yet: the first call makes one
         return None
-    key = (*keys, precision, kernel, preset, k, str(out_dtype), ctx)
-    try:
-        hash(key)
-    except TypeError:                           # an argument the checks will refuse
-        return None
-    return key
+    kinds = (da[1][0], db[1][0], dc[1][0] if out is not None else None)
+    fw = next(k for k in frameworks.ORDER if k in kinds)
+    device = next((d[1][4] for d in (da, db, dc) if d[1] is not None and d[1][0] == "torch"), None)
+    handle = frameworks.handle(stream) if stream is not None else frameworks.current_stream(fw, device)
+    addresses = (da[0], db[0], dc[0])
+    shared = (da[0] == db[0], dc[0] == da[0] or dc[0] == db[0])
+    return (da[1], db[1], dc[1], shared, options, ctx, handle), addresses, handle, fw, device
 
 
-def _stream_handle(stream, *arrays):
-    """The raw stream a call launches on: stream's handle, or with None the
-    current stream of the framework of its arrays (a, b and out), the same
-    on the prepared path and the whole one."""
-    if stream is not None:
-        return frameworks.handle(stream)
-    fw = frameworks.of(*arrays)
-    return frameworks.current_stream(fw, frameworks.device_of(fw, *arrays))
+class _NewC:
+    """How a repeated call that returns a new C makes it: of C's shape and
+    dtype, from the framework's allocator, at an address aligned as the
+    first C was (its low byte: allocators align to 256 bytes and more), else
+    (None, None) and the call takes the whole path."""
 
+    def __init__(self, first, dtype):
+        self.shape, self.dtype, self.low = tuple(first.shape), dtype, self.address_of(first) & 255
+        torch = sys.modules.get("torch")
+        self._torch = None              # torch.empty on the current stream, its arguments made once
+        if torch is not None and isinstance(first, torch.Tensor):
+            self._torch = functools.partial(torch.empty, self.shape, dtype=first.dtype, device=first.device)
 
-def _current_context():
-    """The current CUDA context, asked of the driver (numba-cuda's
-    current_context() costs several microseconds a call)."""
-    from cuda.bindings import driver as drv
+    @staticmethod
+    def address_of(c):
+        return frameworks.describe(c)[0]
 
-    _, ctx = drv.cuCtxGetCurrent()          # on an error, no context: 0
-    return int(ctx)
+    def __call__(self, fw, device, handle, follow):
+        """(C, its address) for a call on stream `handle`; follow: the
+        framework's current stream, on which torch allocates by default."""
+        if self._torch is not None and follow:
+            c = self._torch()
+            address = c.data_ptr()
+        else:
+            c = frameworks.Allocator(fw, device, handle).new(self.shape, self.dtype)
+            address = self.address_of(c)
+        return (c, address) if address & 255 == self.low else (None, None)
 
 
 @dataclass
@@ -178,7 +164,6 @@ class GemmPlan:
     out: object
     host_out: bool
     stream: object                  # a raw handle, or None: the framework's current stream at each launch
-    in_place: bool = False          # repeatable by its raw arguments alone (see _LAUNCHES)
     workspace: object = None        # split-K: the (batch * split_k, M, N) partial sums; stream_k: a slot a CTA
     counts: object = None           # split_sum="last": a tile's arrivals (batch x tiles, int32, zeroed);
                                     # stream_k: a flag a slot's consumer warp (zeroed)
@@ -206,38 +191,50 @@ class GemmPlan:
         _allow_dynamic_shared(self.cufunc, self.cfg.smem_bytes)
         stream, then = self.first_stream, None
         self._last = stream                              # the stream result() waits for
+        self._held = False                               # its state kept for a graph (launch())
         C = self.args[2]
         if self.counts is not None:                      # split-K summed by each tile's last block; stream-K
             self.args = (*self.args[:2], (self.workspace, C, self.counts), *self.args[3:])
         elif self.workspace is not None:                 # split-K: the partial sums, then their sum
             spec = SplitSum.of(self.cfg)
-            then = _Launch(helper_function(spec, device).handle, spec.grid(*C.shape), spec.threads, 0,
+            then = Launch(helper_function(spec, device).handle, spec.grid(*C.shape), spec.threads, 0,
                            stream, launch_args(spec.argtypes(), (self.workspace, C, self.cfg.split_k)), spec.name)
             self.args = (*self.args[:2], self.workspace, *self.args[3:])
-        self.prepared = _Launch(self.cufunc.handle, self.grid, self.cfg.threads, self.cfg.smem_bytes, stream,
+        self.prepared = Launch(self.cufunc.handle, self.grid, self.cfg.threads, self.cfg.smem_bytes, stream,
                                 launch_args(argtypes(self.cfg), self.args), self.cfg.name, self.cfg.cluster,
                                 then, (self.workspace, self.counts, self.maps))
         if self.widened is not None:                     # unpack="pass": an operand widened first, every launch
             spec, (B, W) = WidenPass(), self.widened
-            self.prepared = _Launch(helper_function(spec, device).handle, spec.grid(B), spec.threads, 0, stream,
+            self.prepared = Launch(helper_function(spec, device).handle, spec.grid(B), spec.threads, 0, stream,
                                     launch_args(spec.argtypes(), (B, W)), spec.name, then=self.prepared, keep=W)
         for src, dst in reversed(self.pads):             # rows padded to 16 bytes, before all else
             spec = PadRows()
-            self.prepared = _Launch(helper_function(spec, device).handle, spec.grid(dst), spec.threads, 0, stream,
+            self.prepared = Launch(helper_function(spec, device).handle, spec.grid(dst), spec.threads, 0, stream,
                                     launch_args(spec.argtypes(), (src, dst)), spec.name, then=self.prepared,
                                     keep=dst)
+
+    @property
+    def stateful(self):
+        """Whether its launch reads device state of numgemm's own."""
+        return bool(self.maps or self.pads) or any(x is not None for x in (self.workspace, self.counts, self.widened))
 
     def launch(self, stream=None):
         """Enqueue the GEMM: on stream (a raw handle or a stream object), else
         on the plan's own, else (a plan made with stream=None) on its
         framework's current stream now, so that a launch inside a CUDA
-        graph's capture is captured."""
+        graph's capture is captured. A captured launch reads the plan's
+        state when the graph replays: that state is then kept for the life
+        of the process (tensormap.GRAPHS_HOLD), the plan's arrays are the
+        caller's to keep."""
         if stream is not None:
             stream = frameworks.handle(stream)
         elif self.stream is not None:
             stream = self.stream
         else:
             stream = frameworks.current_stream(self.framework, self.device)
+        if not self._held and self.stateful and frameworks.capturing(stream):
+            tensormap.GRAPHS_HOLD.append(self.prepared)
+            self._held = True
         self.prepared(stream)
         self._last = stream
 
@@ -366,7 +363,7 @@ def _plan(a, b, shape, preset, out, stream):
     fw = frameworks.of(a, b, out)       # whose stream and allocator (out=None: the result's framework)
     device = frameworks.device_of(fw, a, b, out)
     follow = stream is None             # launch on the framework's current stream, whichever it is then
-    stream = _stream_handle(stream, a, b, out)
+    stream = frameworks.handle(stream) if stream is not None else frameworks.current_stream(fw, device)
     alloc = frameworks.Allocator(fw, device, stream)
     a, b = _device(a, "a"), _device(b, "b")
     a3 = _unit_strides(a if a.ndim == 3 else _batched(a), "kn")
@@ -408,8 +405,8 @@ def _plan(a, b, shape, preset, out, stream):
         C = _as_bits(C)
     maps = []                           # the tensor maps the kernel reads: the plan's own
     if cfg.c_tma and c_aligned:         # the kernel finds C's tensor map where the flag was
-        maps.append(tensormap.c_maps(_bytes(C), stream))
-        c_aligned = maps[-1].address
+        maps.append(tensormap.c_maps(_bytes(C), stream, alloc))
+        c_aligned = Address(maps[-1].address)
     k_rows = B.shape[1] if layout == "kn" else K
     widened, kM, kN = None, M, N        # kM x kN: the kernel's output
     if cfg.swap:                        # C^T = B A^T: the caller's B is the kernel's A side
@@ -419,7 +416,7 @@ def _plan(a, b, shape, preset, out, stream):
         B = widened[1]
     tiles = cfg.grid_blocks(kM, kN, dev.MULTIPROCESSOR_COUNT)
     if cfg.copy == "tma":
-        maps.append(tensormap.operand_maps(A, B, cfg, stream))
+        maps.append(tensormap.operand_maps(A, B, cfg, stream, alloc))
     work = counts = None
     sums = np.float32 if cfg.acc == "f32" else np.int32     # a workspace's partial sums
     if cfg.split_k > 1:                 # the kernel stores into slices of a workspace, aligned and packed
@@ -431,11 +428,10 @@ def _plan(a, b, shape, preset, out, stream):
         n_acc, threads = cfg.partial_shape
         work = alloc.empty(batch * tiles * n_acc * threads, sums)[1]
         counts = alloc.zeros(batch * tiles * threads // 32, np.int32)
-    # in_place: the operands used where they lie and the output the caller's.
-    ab_maps = maps[-1].address if cfg.copy == "tma" else 0
+    ab_maps = Address(maps[-1].address) if cfg.copy == "tma" else 0
     return GemmPlan(cfg, (A, B, C, kM, kN, k_rows, KB, B.shape[2], c_aligned, ab_maps),
                     (tiles, 1, batch * cfg.split_k), result, host_out, None if follow else stream,
-                    in_place=not host and out is not None, workspace=work, counts=counts,
+                    workspace=work, counts=counts,
                     widened=widened, maps=tuple(maps), pads=pads, framework=fw, device=device, first_stream=stream)
 
 

@@ -71,7 +71,11 @@ def current_stream(framework, device=None):
     device), CuPy's current stream, Numba's default stream (0, the legacy
     stream, unless Numba was set to per-thread default streams)."""
     if framework == "torch":
-        return sys.modules["torch"].cuda.current_stream(device).cuda_stream
+        torch = sys.modules["torch"]
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)     # the handle, no Stream object made
+        if raw is None:
+            return torch.cuda.current_stream(device).cuda_stream
+        return raw(torch.cuda.current_device() if device is None else device)
     if framework == "cupy":
         return sys.modules["cupy"].cuda.get_current_stream().ptr
     return _numba_default()
@@ -110,23 +114,24 @@ class Allocator:
 
     def empty(self, shape, dtype):
         """(array of the framework, its Numba view)."""
-        from numba import cuda
+        x = self.new(shape, dtype)
+        return x, numba_view(x)
 
+    def new(self, shape, dtype):
+        """An array of the framework, uninitialised."""
         if self.framework == "torch":
             torch = sys.modules["torch"]
-            make = lambda: torch.empty(shape, dtype=getattr(torch, np.dtype(dtype).name),  # noqa: E731
-                                       device=f"cuda:{self.device}")
+            dtype = getattr(torch, np.dtype(dtype).name)
             if self.stream == current_stream("torch", self.device):
-                t = make()
-            else:   # the block belongs to the stream that uses it: torch reuses it only after that stream's work
-                with torch.cuda.stream(torch.cuda.ExternalStream(self.stream, device=f"cuda:{self.device}")):
-                    t = make()
-            return t, numba_view(t)
+                return torch.empty(shape, dtype=dtype, device=self.device)
+            # The block belongs to the stream that uses it: torch reuses it only after that stream's work.
+            with torch.cuda.stream(torch.cuda.ExternalStream(self.stream, device=f"cuda:{self.device}")):
+                return torch.empty(shape, dtype=dtype, device=self.device)
         if self.framework == "cupy":
-            c = sys.modules["cupy"].empty(shape, dtype)
-            return c, numba_view(c)
-        d = cuda.device_array(shape, dtype)
-        return d, d
+            return sys.modules["cupy"].empty(shape, dtype)
+        from numba import cuda
+
+        return cuda.device_array(shape, dtype)
 
     def zeros(self, shape, dtype):
         """A Numba view of new memory set to zero on the plan's stream and,
@@ -144,11 +149,9 @@ class Allocator:
 
 def capturing(stream):
     """Whether stream (a raw handle) is being captured into a CUDA graph."""
-    from cuda.bindings import driver as drv
+    from . import driver
 
-    err, status = drv.cuStreamIsCapturing(drv.CUstream(stream))
-    check((err,))
-    return status != drv.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE
+    return driver.capturing(stream)
 
 
 def check(result):
@@ -159,16 +162,21 @@ def check(result):
         raise RuntimeError(f"CUDA driver call failed: {result[0].name}")
 
 
-def array_key(x):
-    """(kind, pointer, shape, strides, dtype, device) of a device array, read
-    the cheap way its framework offers, or None for anything else."""
+def describe(x):
+    """(address, description) of a device array, read the cheap way its
+    framework offers: the description is everything else a kernel's
+    arguments read of it (kind, shape, strides, dtype, device) and the
+    address's alignment (its low byte); None for anything else."""
     k = kind(x)
     if k == "torch" and x.is_cuda:
-        return "torch", x.data_ptr(), tuple(x.shape), x.stride(), x.dtype, x.device.index
+        p = x.data_ptr()
+        return p, ("torch", x.shape, x.stride(), x.dtype, x.get_device(), p & 255)
     if k == "cupy" and hasattr(getattr(x, "data", None), "ptr"):
-        return "cupy", x.data.ptr, x.shape, x.strides, x.dtype.str, x.device.id
+        p = x.data.ptr
+        return p, ("cupy", x.shape, x.strides, x.dtype.str, x.device.id, p & 255)
     from numba.cuda.cudadrv.devicearray import DeviceNDArray
 
     if isinstance(x, DeviceNDArray):
-        return "numba", x.device_ctypes_pointer.value, x.shape, x.strides, x.dtype.str
+        p = x.device_ctypes_pointer.value or 0
+        return p, ("numba", x.shape, x.strides, x.dtype.str, p & 255)
     return None

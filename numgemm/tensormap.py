@@ -9,12 +9,13 @@ their address. Those bytes are written once and belong to the Maps object
 that holds them (maps()); a plan keeps its Maps, so a kept launch reads its
 own operands' maps however many other operands have been launched since.
 Recent Maps stay cached by what they encode: encoding and copying them
-costs more than a launch.
+costs more than a launch. Inside a CUDA graph's capture the maps a launch
+reads are written by the graph itself (kernel.write_maps), into memory of
+the capture's allocator, and kept for the life of the process.
 """
 
 import collections
 import ctypes
-import ctypes.util
 import functools
 import threading
 import weakref
@@ -22,6 +23,7 @@ import weakref
 import numpy as np
 from numba import cuda
 
+from . import driver
 from .config import SWIZZLE_BYTES
 
 # cuda.h enums
@@ -32,20 +34,6 @@ _INTERLEAVE_NONE = 0
 _SWIZZLE = {128: 3, 64: 2}
 _L2_PROMOTION_256B = 3      # a miss fetches 256 bytes into L2 (the next k-tile's row too)
 _OOB_ZEROS = 0              # outside the matrix, a box reads zeros
-
-
-@functools.cache
-def _encoder():
-    try:        # the driver the process has loaded already; find_library would run ldconfig and gcc
-        lib = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        lib = ctypes.CDLL(ctypes.util.find_library("cuda"))
-    fn = lib.cuTensorMapEncodeTiled
-    u32p, u64p = ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint64)
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p, u64p, u64p, u32p, u32p,
-                   ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
-    fn.restype = ctypes.c_int
-    return fn
 
 
 def box_strides(shape, strides):
@@ -61,13 +49,17 @@ def encode(x, box_rows, box_bytes=SWIZZLE_BYTES):
     """The 128-byte tensor map of x, a (batch, rows, bytes) uint8 device view
     with 16-byte aligned rows, for boxes of box_rows rows x box_bytes bytes
     (128 or 64), swizzled in rows of that span."""
-    batch, rows, nbytes = x.shape
-    row, plane = box_strides(x.shape, x.strides)
+    return _encode(x.device_ctypes_pointer.value, x.shape, x.strides, box_rows, box_bytes)
+
+
+def _encode(pointer, shape, strides, box_rows, box_bytes):
+    batch, rows, nbytes = shape
+    row, plane = box_strides(shape, strides)
     if row % 16 or plane % 16:
         raise ValueError(f"copy=tma needs row and batch strides in multiples of 16 bytes; got {row} and {plane}")
     out = (ctypes.c_uint64 * 16)()
-    err = _encoder()(
-        out, _UINT8, 3, ctypes.c_void_p(x.device_ctypes_pointer.value),
+    err = driver.lib().cuTensorMapEncodeTiled(
+        out, _UINT8, 3, ctypes.c_void_p(pointer),
         (ctypes.c_uint64 * 3)(nbytes, rows, batch), (ctypes.c_uint64 * 2)(row, plane),
         (ctypes.c_uint32 * 3)(box_bytes, box_rows, 1), (ctypes.c_uint32 * 3)(1, 1, 1),
         _INTERLEAVE_NONE, _SWIZZLE[box_bytes], _L2_PROMOTION_256B, _OOB_ZEROS)
@@ -77,19 +69,19 @@ def encode(x, box_rows, box_bytes=SWIZZLE_BYTES):
     return np.frombuffer(out, np.uint64).copy()
 
 
-def operand_maps(a, b, cfg, stream=0):
+def operand_maps(a, b, cfg, stream=0, alloc=None):
     """Maps holding A's tensor map, with B's 128 bytes after it (copy="tma"),
     for cfg's boxes. B is N x K bytes, or K x N: then its map's rows are k
     and a box is 128 (or 64: cfg.b_swizzle) bytes of N."""
     rows, nbytes = cfg.tma_box_rows, cfg.tma_box_bytes
-    return maps([(a, rows[0], nbytes[0]), (b, rows[1], nbytes[1])], stream)
+    return maps([(a, rows[0], nbytes[0]), (b, rows[1], nbytes[1])], stream, alloc)
 
 
-def c_maps(c, stream=0):
+def c_maps(c, stream=0, alloc=None):
     """Maps holding C's tensor map for c_tma's stores: c a (batch, rows,
     bytes) uint8 view of C, boxes of a warp's 16 rows x 128 bytes in the
     128-byte swizzle."""
-    return maps([(c, 16, SWIZZLE_BYTES)], stream)
+    return maps([(c, 16, SWIZZLE_BYTES)], stream, alloc)
 
 
 class Maps:
@@ -100,18 +92,19 @@ class Maps:
     when the last holder lets go, through numba-cuda's deferred
     deallocation, as any device array's does."""
 
-    __slots__ = ("address", "_slab", "__weakref__")
+    __slots__ = ("address", "key", "captured", "_slab", "__weakref__")
 
-    def __init__(self, slab, address):
-        self._slab, self.address = slab, address
+    def __init__(self, slab, address, key, captured=False):
+        self._slab, self.address, self.key, self.captured = slab, address, key, captured
 
 
-def maps(specs, stream=0):
-    """The Maps of specs ((x, box_rows, box_bytes) each, at most two): the
-    live Maps of the same encodings where there is one, else encoded anew
-    into a fresh 256 bytes; refused while stream (the launch's, a raw
-    handle) is being captured into a CUDA graph, where the synchronous copy
-    would break the capture.
+def maps(specs, stream=0, alloc=None):
+    """The Maps of specs ((x, box_rows, box_bytes) each, at most two) for a
+    launch on stream (a raw handle): the live Maps of the same encodings
+    where there is one, else encoded anew into a fresh 256 bytes; while
+    stream is captured into a CUDA graph, new Maps that the graph writes,
+    in memory from alloc (a frameworks.Allocator of torch's, whose captures
+    have a memory pool of their own).
 
     The cache is keyed by everything an encoding depends on (device,
     pointer, shape, strides, box), so a hit is the same 256 bytes the
@@ -120,16 +113,38 @@ def maps(specs, stream=0):
     device = cuda.get_current_device().id
     key = (device,) + tuple((x.device_ctypes_pointer.value, x.shape, x.strides, rows, nbytes)
                             for x, rows, nbytes in specs)
+    return _held(key, stream, alloc)
+
+
+def moved(held, moves, stream=0, alloc=None):
+    """The Maps encoding what `held` encodes with its pointers moved (moves:
+    old address -> new), or held itself where none of them moves and its
+    bytes are written already (Maps a graph writes are written only when
+    that graph replays). New Maps are written by a kernel on stream, ahead
+    of the launch that reads them, and kept for that stream's calls: a
+    repeated call at new addresses never waits for the GPU."""
+    device, *specs = held.key
+    if not held.captured and not any(spec[0] in moves for spec in specs):
+        return held
+    return _held((device, *((moves.get(p, p), *rest) for p, *rest in specs)), stream, alloc, on_stream=True)
+
+
+def _held(key, stream, alloc, on_stream=False):
     with _LOCK:
         held = _RECENT.get(key) or _LIVE.get(key)
+        if held is None and on_stream:
+            held = _ON_STREAM.get((stream, key))
+            if held is None and not driver.capturing(stream):
+                held = _ON_STREAM[stream, key] = _written_by_kernel(_slot(key[0]), key, stream)
+            if held is not None:
+                _ON_STREAM.move_to_end((stream, key))
+                if len(_ON_STREAM) > _CACHED:
+                    _ON_STREAM.popitem(last=False)
+                return held
         if held is None:
-            from .frameworks import capturing
-
-            if capturing(stream):
-                raise RuntimeError("numgemm cannot write the tensor maps of new operands while their stream is "
-                                   "captured into a CUDA graph: make the same call (or a plan of it) once before "
-                                   "the capture, so that the capture finds them")
-            held = _new_maps(device, [encode(x, rows, nbytes) for x, rows, nbytes in specs])
+            if driver.capturing(stream):      # a copy cannot run inside a capture: the graph writes them, uncached
+                return _written_by_graph(key, stream, alloc)
+            held = _new_maps(key[0], [_encode(*spec) for spec in key[1:]], key)
             _LIVE[key] = held
         _RECENT[key] = held
         _RECENT.move_to_end(key)
@@ -138,21 +153,61 @@ def maps(specs, stream=0):
         return held
 
 
-def _new_maps(device, encoded):
+def _written_by_graph(key, stream, alloc):
+    """Maps written by a kernel the capture on stream records (its words as
+    the kernel's parameters, which the graph keeps): every replay writes
+    them before the launches that read them. Their memory comes from the
+    capture's allocator, and they are kept for the life of the process,
+    since a graph can be replayed as long as it lives."""
+    if alloc is None or alloc.framework != "torch":
+        raise RuntimeError("numgemm writes the tensor maps of operands inside a CUDA graph's capture only in "
+                           "torch's captures (torch.cuda.graph), whose memory pool holds them; make the same call "
+                           "(or a plan of it) before the capture and launch the plan in it")
+    held = _written_by_kernel(alloc.empty((32,), np.uint64), key, stream)
+    held.captured = True
+    GRAPHS_HOLD.append(held)
+    return held
+
+
+def _written_by_kernel(memory, key, stream):
+    """Maps in memory ((its owner, a Numba view of its 32 words)), written by
+    the write_maps kernel on stream: complete before that stream's later
+    launches, and only theirs."""
+    from .kernel import helper_function, launch_args
+    from .kernel.write_maps import WORDS, WriteMaps
+    from .launches import Launch
+
+    owner, view = memory
+    words = np.zeros(WORDS, np.uint64)
+    for i, spec in enumerate(key[1:]):
+        words[16 * i:16 * i + 16] = _encode(*spec)
+    spec = WriteMaps()
+    Launch(helper_function(spec, key[0]).handle, spec.grid(), spec.threads, 0, stream,
+           launch_args(spec.argtypes(), (view, tuple(map(int, words)))), spec.name)()
+    return Maps(owner, view.device_ctypes_pointer.value, key)
+
+
+def _slot(device):
+    """(the slab, a Numba view of its next 256 bytes), taken for good."""
+    slab = _SLABS.get(device)
+    if slab is None or slab.used == _PER_SLAB:
+        slab = _SLABS[device] = _Slab()
+    i, slab.used = slab.used, slab.used + 1
+    return slab, slab.mem[32 * i:32 * i + 32]
+
+
+def _new_maps(device, encoded, key):
     """Fresh Maps holding the encoded maps: the next 256 bytes of the
     device's current slab, written once through pinned memory (a copy from
     pinned memory is complete when it returns, so every stream's later
     kernels see it, non-blocking ones too)."""
-    slab = _SLABS.get(device)
-    if slab is None or slab.used == _PER_SLAB:
-        slab = _SLABS[device] = _Slab()
+    slab, view = _slot(device)
     staging = _staging(device)
     staging[:] = 0
     for i, m in enumerate(encoded):
         staging[16 * i:16 * i + 16] = m
-    i, slab.used = slab.used, slab.used + 1
-    slab.mem[32 * i:32 * i + 32].copy_to_device(staging)
-    return Maps(slab, slab.base + 256 * i)
+    view.copy_to_device(staging)
+    return Maps(slab, view.device_ctypes_pointer.value, key)
 
 
 class _Slab:
@@ -176,4 +231,8 @@ _CACHED = 1024              # recent Maps kept alive by the cache itself
 _LOCK = threading.Lock()
 _SLABS = {}                 # device -> the slab new Maps come from
 _RECENT = collections.OrderedDict()     # key -> Maps, most recent last
+_ON_STREAM = collections.OrderedDict()  # (stream, key) -> Maps written on that stream, most recent last
 _LIVE = weakref.WeakValueDictionary()   # key -> Maps, while anything holds it
+#: What launches captured into CUDA graphs read of numgemm's (tensor maps, workspaces, padded copies): kept
+#: for the life of the process, since numgemm cannot know when a graph is destroyed.
+GRAPHS_HOLD = []

@@ -241,7 +241,7 @@ def test_a_repeated_call_reads_the_new_data(lib, k, split, rng):
     a, bt = fresh()
     da, dbt = dev(a), dev(bt)
     numgemm.gemm(da, transpose(dbt), out=out, kernel=kernel)
-    before = len(api._LAUNCHES)
+    before = len(api._REPEATS)
     for _ in range(3):
         a, bt = fresh()
         if lib == "torch":
@@ -250,18 +250,21 @@ def test_a_repeated_call_reads_the_new_data(lib, k, split, rng):
             da.copy_to_device(a), dbt.copy_to_device(bt)
         assert numgemm.gemm(da, transpose(dbt), out=out, kernel=kernel) is out
         np.testing.assert_array_equal(host(out), a.astype(np.int64) @ bt.T.astype(np.int64))
-    assert len(api._LAUNCHES) == before      # nothing new to prepare: the same call, or never kept
+    assert len(api._REPEATS) == before      # nothing new to prepare: the same call, or never kept
     a2, bt2 = fresh()
-    numgemm.gemm(dev(a2), transpose(dev(bt2)), out=out, kernel=kernel)   # other addresses: prepared afresh
+    numgemm.gemm(dev(a2), transpose(dev(bt2)), out=out, kernel=kernel)   # other addresses, moved into it
     np.testing.assert_array_equal(host(out), a2.astype(np.int64) @ bt2.T.astype(np.int64))
+    assert len(api._REPEATS) == before
 
 
 @pytest.mark.gpu
 def test_a_repeated_int4_call_widens_the_new_b(rng):
     """INT4 on sm_90: the prepared launch is two (B widened into the plan's
     workspace, then the GEMM), and both run on every call: new data written
-    into the same B gives the new product; each plan widens into a workspace
-    of its own, so calls of one shape alternated on any streams stay apart."""
+    into the same B gives the new product. Calls of one shape share the
+    prepared call's workspace on one stream, in the stream's order; on
+    another stream they have a prepared call and a workspace of their own,
+    so calls alternated on two streams stay apart."""
     from numba import cuda
 
     from numgemm import api, registry
@@ -280,19 +283,23 @@ def test_a_repeated_int4_call_widens_the_new_b(rng):
             da.copy_to_device(pack_int4(a)), dbt.copy_to_device(pack_int4(bt))
         numgemm.gemm(da, numgemm.transposed(dbt), precision="int4", out=out, kernel="int4_wgmma_unpack_s8", k=256)
         np.testing.assert_array_equal(out.copy_to_host(), a.astype(np.int64) @ bt.T.astype(np.int64))
-    launch = next(reversed(api._LAUNCHES.values()))
+    launch = next(reversed(api._REPEATS.values())).launch
     assert launch.name == "widen_pass_s4_s8" and launch.then.name == cfg.name
-    # A second B of the same shape has a workspace of its own; the two calls,
+    # A second B of the same shape, on a stream of its own: the two calls,
     # alternated, each give their own product.
     bt2 = rng.integers(-8, 8, (520, 256))
     dbt2, out2 = cuda.to_device(pack_int4(bt2)), cuda.device_array((300, 520), np.int32)
+    streams = cuda.stream(), cuda.stream()
     for _ in range(2):
-        for b_dev, o in ((dbt, out), (dbt2, out2)):
-            numgemm.gemm(da, numgemm.transposed(b_dev), precision="int4", out=o, kernel="int4_wgmma_unpack_s8", k=256)
-        for o, ref in ((out, bt), (out2, bt2)):
+        for b_dev, o, s in zip((dbt, dbt2), (out, out2), streams):
+            numgemm.gemm(da, numgemm.transposed(b_dev), precision="int4", out=o, kernel="int4_wgmma_unpack_s8", k=256,
+                         stream=s)
+        for s in streams:
+            s.synchronize()
+        for o, ref in zip((out, out2), (bt, bt2)):
             np.testing.assert_array_equal(o.copy_to_host(), a.astype(np.int64) @ ref.T.astype(np.int64))
-    first, second = list(api._LAUNCHES.values())[-2:]
-    assert first.keep is not second.keep                # a workspace each
+    first, second = list(api._REPEATS.values())[-2:]
+    assert first.launch.keep is not second.launch.keep      # a workspace each
 
 
 @pytest.mark.gpu
@@ -387,11 +394,42 @@ def _kernel(name, **fields):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("lib,out", [("numba", True), ("torch", False)])
+@pytest.mark.parametrize("name,fields", KEEPS_STATE)
+def test_a_prepared_call_moves_to_new_arrays(name, fields, lib, out, rng):
+    """gemm() on other arrays of a prepared call's description, as a model's
+    layers call it with activations at new addresses: the one prepared call
+    serves them all, its addresses and tensor maps moved, exact every time,
+    with a's and b's of different calls paired, and fresh values written."""
+    from numba import cuda
+
+    from numgemm import api
+    from numgemm.soak import Call
+
+    if lib == "torch":
+        pytest.importorskip("torch")
+    cfg = _kernel(name, **fields)
+    why = cfg.unsupported(tuple(cuda.get_current_device().compute_capability))
+    if why:
+        pytest.skip(why)
+    calls = [Call.new(cfg.precision, cfg, KEPT_SHAPE, rng, lib=lib, out=out) for _ in range(3)]
+    assert calls[0].check(calls[0].run()) is None
+    prepared = next(reversed(api._REPEATS.values()))
+    for i in range(9):
+        x, y = calls[i % 3], calls[(i + i // 3) % 3]        # each a with each b
+        x.write(rng), y.write(rng)
+        pair = Call(cfg.precision, cfg, KEPT_SHAPE, lib, x.a, y.b, x.out, values=(x.values[0], y.values[1]))
+        why = pair.check(pair.run())
+        assert why is None, f"{pair.describe()}, pair {i}: {why}"
+        assert next(reversed(api._REPEATS.values())) is prepared
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("name,fields", KEEPS_STATE)
 def test_a_kept_plan_stays_right_after_many_other_pairs(name, fields, rng):
     """A plan kept, launched again after more than 1000 other operand pairs
-    (more than the map cache holds) with fresh values in its arrays: exact,
-    reading its own maps and workspaces, which the cache no longer holds."""
+    (repeated calls at new addresses: more maps than their cache holds) with
+    fresh values in its arrays: exact, reading its own maps and workspaces."""
     from numba import cuda
 
     from numgemm import tensormap
@@ -406,7 +444,7 @@ def test_a_kept_plan_stays_right_after_many_other_pairs(name, fields, rng):
     assert kept.check(kept.run("plan")) is None
     assert len(kept.plan.maps) == (cfg.copy == "tma") + cfg.c_tma
     assert _other_pairs(cfg.precision, shape, rng) >= 1000
-    assert not set(map(id, kept.plan.maps)) & set(map(id, tensormap._RECENT.values()))
+    assert len(tensormap._ON_STREAM) == tensormap._CACHED          # the other pairs' maps overflowed it
     for _ in range(2):
         kept.write(rng)
         why = kept.check(kept.run("plan"))
@@ -431,13 +469,13 @@ def test_a_repeated_call_stays_right_among_many_other_pairs(name, rng):
     shape = KEPT_SHAPE
     repeated = Call.new(precision, cfg, shape, rng)
     assert repeated.check(repeated.run()) is None
-    prepared = next(reversed(api._LAUNCHES.values()))
+    prepared = next(reversed(api._REPEATS.values()))
 
     def again():
         repeated.write(rng)
         why = repeated.check(repeated.run())
         assert why is None, f"{repeated.describe()}: {why}"
-        assert next(reversed(api._LAUNCHES.values())) is prepared     # the same prepared launch
+        assert next(reversed(api._REPEATS.values())) is prepared     # the same prepared call
     _other_pairs(precision, shape, rng, between=again)
 
 

@@ -110,7 +110,8 @@ def test_a_named_stream_owns_the_calls_workspaces(rng):
     """gemm(stream=s) on torch tensors with s not torch's current stream: the
     plan's workspaces (INT4's widened B, padded rows) are allocated on s, so
     that torch reuses them only after s's work; behind 50 ms of work on s,
-    with calls on the current stream between, each C is exact."""
+    with calls on the current stream between, each C is exact. (The
+    operands are kept alive until s is done, as a caller must.)"""
     torch = pytest.importorskip("torch")
     import numgemm
     from numgemm.quant import pack_int4
@@ -125,9 +126,9 @@ def test_a_named_stream_owns_the_calls_workspaces(rng):
             torch.cuda._sleep(50_000_000)
         c = numgemm.gemm(ta, tbt.t(), precision="int4", k=260, stream=s)
         numgemm.gemm(ta, tbt.t(), precision="int4", k=260)          # on the current stream, meanwhile
-        outs.append((c, a.astype(np.int64) @ bt.T.astype(np.int64)))
+        outs.append((c, a.astype(np.int64) @ bt.T.astype(np.int64), ta, tbt))
     s.synchronize()
-    for c, ref in outs:
+    for c, ref, *_ in outs:
         np.testing.assert_array_equal(c.cpu().numpy(), ref)
 
 
@@ -181,18 +182,72 @@ def test_calls_and_plans_are_captured_in_a_cuda_graph(explicit, precision, rng):
 
 
 @pytest.mark.gpu
-def test_new_operands_inside_a_capture_are_refused_by_name(rng):
-    """A TMA kernel's maps of operands first seen inside a capture cannot be
-    written there: a clear error, not a broken capture or a wrong answer."""
+@pytest.mark.parametrize("name", ["int8_wgmma", "fp16_wgmma_c16", "int8_ptx_tma"])
+def test_operands_new_inside_a_capture_have_their_maps_written_by_the_graph(name, rng):
+    """A model's activations are allocated inside the capture: a TMA
+    kernel's maps of them (and of a new C: c16 stores by TMA) are written by
+    the graph, before the GEMM, at every replay; replayed with new values,
+    exact. The same call made after the capture on the capture's stream,
+    before any replay, reads maps written outside the graph: exact."""
     torch = pytest.importorskip("torch")
-    import numgemm
+    from numba import cuda
 
-    a, bt = _int8(rng, 200, 136, 256)
-    ta, tbt = torch.from_numpy(a).cuda(), torch.from_numpy(bt).cuda()
-    numgemm.gemm(ta, tbt.t(), kernel="int8_wgmma")     # built, outside the capture
+    import numgemm
+    from numgemm.soak import Call
+
+    cfg = numgemm.registry.get(name)
+    why = cfg.unsupported(tuple(cuda.get_current_device().compute_capability))
+    if why:
+        pytest.skip(why)
+    call = Call.new(cfg.precision, cfg, (1, 200, 144, 256), rng, lib="torch", out=False)
+    assert call.check(call.run()) is None                  # built, and prepared, outside the capture
+    cap, g = torch.cuda.Stream(), torch.cuda.CUDAGraph()
+    cap.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.graph(g, stream=cap):
+        x = call.a * 1                                      # from the capture's pool, at a new address
+        c = numgemm.gemm(x, call.b, kernel=cfg)
+    with torch.cuda.stream(cap):                         # x holds nothing until a replay: fill it
+        x.copy_(call.a)
+        again = numgemm.gemm(x, call.b, kernel=cfg)
     torch.cuda.synchronize()
-    fresh = ta.clone()
-    g = torch.cuda.CUDAGraph()
-    with pytest.raises(RuntimeError, match="cannot write the tensor maps of new operands"):
-        with torch.cuda.graph(g):
-            numgemm.gemm(fresh, tbt.t(), kernel="int8_wgmma")
+    why = call.check(again.cpu().numpy().reshape(1, 200, 144))
+    assert why is None, f"after the capture, before a replay: {why}"
+    for _ in range(2):
+        call.write(rng)
+        c.fill_(-1)
+        g.replay()
+        torch.cuda.synchronize()
+        why = call.check(c.cpu().numpy().reshape(1, 200, 144))
+        assert why is None, f"replay: {why}"
+
+@pytest.mark.gpu
+def test_maps_of_new_addresses_are_written_on_the_calls_stream(rng):
+    """A repeated call at new addresses on a side stream, behind 20 ms of
+    work there: the new addresses' maps are written by a kernel on that
+    stream, ahead of the GEMM that reads them (no host copy that would wait
+    for the GPU): exact."""
+    torch = pytest.importorskip("torch")
+    from numba import cuda
+
+    import numgemm
+    from numgemm.soak import Call
+
+    cfg = numgemm.registry.get("int8_wgmma")
+    if cfg.unsupported(tuple(cuda.get_current_device().compute_capability)):
+        pytest.skip(cfg.unsupported(tuple(cuda.get_current_device().compute_capability)))
+    call = Call.new("int8", cfg, (1, 200, 144, 256), rng, lib="torch", out=False)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        numgemm.gemm(call.a, call.b, kernel=cfg)           # prepared for s
+    s.synchronize()
+    results = []
+    for _ in range(3):
+        x = call.a.clone()                                  # a new address, kept alive
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            torch.cuda._sleep(20_000_000)
+            results.append((x, numgemm.gemm(x, call.b, kernel=cfg)))
+    s.synchronize()
+    for i, (_, c) in enumerate(results):
+        why = call.check(c.cpu().numpy().reshape(1, 200, 144))
+        assert why is None, f"call {i}: {why}"

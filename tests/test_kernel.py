@@ -621,9 +621,9 @@ def test_widening_pass_lays_b_out_as_the_consumers_read_a(rng):
     a batch of B views whose rows lie inside wider ones."""
     from numba import cuda
 
-    from numgemm.api import _Launch
     from numgemm.kernel import helper_function, launch_args
     from numgemm.kernel.widen_pass import WidenPass
+    from numgemm.launches import Launch
 
     vals = rng.integers(-8, 8, (2, 40, 96))
     packed = pack_int4(vals.reshape(80, 96)).reshape(2, 40, 48)
@@ -632,8 +632,8 @@ def test_widening_pass_lays_b_out_as_the_consumers_read_a(rng):
     B = cuda.to_device(wide)[:, :, :48]
     spec = WidenPass()
     W = cuda.to_device(np.full((2, 40, 96), 0x55, np.uint8))
-    _Launch(helper_function(spec, cuda.get_current_device().id).handle, spec.grid(B), spec.threads, 0, 0,
-            launch_args(spec.argtypes(), (B, W)), spec.name)()
+    Launch(helper_function(spec, cuda.get_current_device().id).handle, spec.grid(B), spec.threads, 0, 0,
+           launch_args(spec.argtypes(), (B, W)), spec.name)()
     got = W.copy_to_host().view(np.int8).astype(np.int64)
     pieces = vals.reshape(2, 40, 3, 4, 8)                   # piece, word, element
     want = np.concatenate([pieces[..., 0::2].reshape(2, 40, 3, 16), pieces[..., 1::2].reshape(2, 40, 3, 16)],

@@ -1,6 +1,7 @@
 """numgemm.tensormap: the strides a tensor map takes (the maps themselves need
 the driver: the GPU tests of copy="tma" kernels use them)."""
 
+from numgemm import tensormap
 from numgemm.tensormap import box_strides
 
 
@@ -13,3 +14,16 @@ def test_an_axis_of_one_gets_the_stride_its_neighbours_imply():
     whatever the caller's view says (often 0), not one TMA accepts."""
     assert box_strides((1, 64, 128), (0, 128, 1)) == (128, 64 * 128)
     assert box_strides((1, 1, 8), (8, 8, 1)) == (16, 16)       # a row of 8 bytes, padded to 16
+
+
+def test_moved_maps_encode_the_new_addresses(monkeypatch):
+    """A map of a moved array: the Maps of the new address, found by the key
+    the encoder would be given; the old Maps untouched."""
+    A, B, C, MAP = 0x7F0000100000, 0x7F0000200000, 0x7F0000300000, 0x7F0000900000
+    old = tensormap.Maps(None, MAP, (0, (A, (1, 8, 64), (512, 64, 1), 8, 64), (B, (1, 64, 8), (512, 8, 1), 64, 8)))
+    asked = []
+    monkeypatch.setattr(tensormap, "_held",
+                        lambda key, stream, alloc, **_: asked.append(key) or tensormap.Maps(None, MAP + 256, key))
+    new = tensormap.moved(old, {B: C}, 0)
+    assert asked == [(0, (A, (1, 8, 64), (512, 64, 1), 8, 64), (C, (1, 64, 8), (512, 8, 1), 64, 8))]
+    assert new.address == MAP + 256 and old.key[2][0] == B

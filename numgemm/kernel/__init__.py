@@ -29,6 +29,7 @@ from numba import cuda, types
 
 from .. import cache
 from ..config import WGMMA_PARTS
+from ..launches import Address
 from ..sass import (
     NVVM_OPTIONS,
     Build,
@@ -222,14 +223,17 @@ def _loaded(cubin_of, what, device_id):
 def launch_args(types_, args):
     """Arguments of a kernel of argument types types_ (argtypes(cfg)) as the
     driver takes them, in numba-cuda's layout: an array is (meminfo, parent,
-    size, itemsize, data, *shape, *strides), a scalar its ctypes value."""
+    size, itemsize, data, *shape, *strides), a scalar its ctypes value; an
+    array's data, and a scalar given as an Address, as an Address."""
     out = []
     for ty, value in zip(types_, args):
         if isinstance(ty, types.BaseTuple):         # its members, one after another
             out += launch_args(ty.types, value)
         elif isinstance(ty, types.Array):
-            out += [0, 0, value.size, value.dtype.itemsize, value.device_ctypes_pointer.value or 0,
+            out += [0, 0, value.size, value.dtype.itemsize, Address(value.device_ctypes_pointer.value or 0),
                     *value.shape, *value.strides]
+        elif isinstance(value, Address):
+            out.append(value)
         else:
             out.append(getattr(ctypes, f"c_{ty}")(value))
     return out

@@ -309,13 +309,13 @@ def run(args):
     prebuild([c for _, _, c in selected if not c.unsupported(cc)], cc, args.jobs)
     for precision in PRECISION_ORDER:
         chosen = [c for c in selected if c[2].precision == precision]
-        picks = {shape: default_pick(precision, shape, cc, args) for shape in shapes} if wants_default(args) else {}
+        picks = {shape: default_picks(precision, shape, cc, args) for shape in shapes} if wants_default(args) else {}
         if precision not in args.precision or not (chosen or picks):
             continue
-        checked = check(precision, chosen + list(dict.fromkeys(picks.values())), cc, rng)
+        checked = check(precision, chosen + list(dict.fromkeys(p for ps in picks.values() for p in ps)), cc, rng)
         for M, N, K in shapes:
             label = f"{M}x{N}x{K}" if args.shapes else M
-            here = chosen + ([picks[M, N, K]] if picks else [])
+            here = chosen + picks.get((M, N, K), [])
             rows += _time_shape(precision, here, checked, (M, N, K), label, args, ceilings, times, rng)
     _ratios(rows, times, args.family)
     return name, ceilings, rows
@@ -328,13 +328,32 @@ def wants_default(args):
 
 def default_pick(precision, shape, cc, args=None):
     """("tuned", "default", config): the kernel gemm() picks for this shape
-    (numgemm.tuning.choose) with B in its precision's layout, and C as
-    --out-dtype asks."""
-    from . import registry, tuning
+    (numgemm.tuning.choose) with B as --b-layout asks, else in its
+    precision's layout, and C as --out-dtype asks."""
+    from . import registry
 
     layout = getattr(args, "b_layout", None) or registry.choice_layout(precision)
+    return _pick(precision, shape, cc, args, layout, "default")
+
+
+def default_picks(precision, shape, cc, args):
+    """default_pick, and where --b-layout names a layout other than the
+    precision's own, gemm()'s pick in its own layout too ("default KN"), so
+    that the two layouts compare in one run."""
+    from . import registry
+
+    picks = [default_pick(precision, shape, cc, args)]
+    own = registry.choice_layout(precision)
+    if getattr(args, "b_layout", None) not in (None, own):
+        picks.append(_pick(precision, shape, cc, args, own, f"default {own.upper()}"))
+    return picks
+
+
+def _pick(precision, shape, cc, args, layout, name):
+    from . import tuning
+
     cfg = tuning.choose(precision, layout, *shape, cc)
-    return "tuned", "default", c_as_asked(cfg, args, chosen=True) if args is not None else cfg
+    return "tuned", name, c_as_asked(cfg, args, chosen=True) if args is not None else cfg
 
 
 def in_layout_asked(cfg, args):

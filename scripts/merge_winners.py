@@ -2,8 +2,8 @@
 
     python scripts/merge_winners.py numgemm/tuned/sm_90.json skinny.json merged.json
 
-Entries of the same (precision, M, N, K) are replaced by the newer run's, the
-others kept; the command of the newer run is appended to the file's. (How the
+Entries of the same (precision, B layout, M, N, K) are replaced by the newer
+run's, the others kept; the command of the newer run is appended to the file's. (How the
 shipped sm_90 winners got their M = 1 and 16 entries, with this step's wording
 then "for M = 1 and 16": results/2026-12-01-h200-shapes.)
 """
@@ -16,7 +16,7 @@ def main(base, new, out):
     b, n = (json.load(open(p)) for p in (base, new))
 
     def key(e):
-        return e["precision"], e["m"], e["n"], e["k"]
+        return e["precision"], e["config"]["b_layout"], e["m"], e["n"], e["k"]
     fresh = {key(e): e for e in n["entries"]}
     b["entries"] = [fresh.pop(key(e), e) for e in b["entries"]] + list(fresh.values())
     b["command"] = b["command"] + "; then, for its shapes: " + n["command"]

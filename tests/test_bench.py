@@ -149,3 +149,15 @@ def test_default_is_gemms_choice_at_each_shape():
         assert (preset, name) == ("tuned", "default")
         assert cfg == tuning.choose("int8", "nk", *shape, (9, 0))
     assert bench.parse(["--tune", "--tune-out", "w.json"]).tune_out == "w.json"
+
+
+def test_a_layout_other_than_the_precisions_is_timed_beside_its_own():
+    """--b-layout nk for FP16 (whose own layout is K x N): gemm()'s pick in
+    each layout, so that one run compares them."""
+    from numgemm import tuning
+
+    args = bench.parse(["--kernels", "default", "--b-layout", "nk"])
+    picks = bench.default_picks("fp16", (16, 4096, 4096), (9, 0), args)
+    assert [(name, cfg.b_layout) for _, name, cfg in picks] == [("default", "nk"), ("default KN", "kn")]
+    assert picks[1][2] == tuning.choose("fp16", "kn", 16, 4096, 4096, (9, 0))
+    assert len(bench.default_picks("int8", (16, 4096, 4096), (9, 0), args)) == 1     # INT8's own layout

@@ -22,265 +22,19 @@ import math
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 import numpy as np
 
-from . import operands
-from .cli import UsageError, entry, kernel_names
+from . import microbench, operands, report, selection
+from .cli import entry
 from .measure import bytes_moved, check, from_l2, log, operand_sets, prebuild, timed
 from .precision import PRECISIONS
 from .timing import device_name
 from .toolchain import TARGETS
 
-PRECISION_ORDER = ("fp16", "int8", "int4")
-SIZES = (512, 1024, 2048, 4096, 8192)
+
 PROFILED = []                              # under --profile's ncu: the bracketed launches, in order
-
-
-@dataclass
-class Row:
-    precision: str
-    n: object                        # N of a square problem, or "MxNxK"
-    preset: str
-    kernel: str
-    config: str
-    status: str = "ok"
-    ms: float = math.nan
-    tops: float = math.nan
-    ceiling_pct: float = math.nan
-    gbs: float = math.nan            # bytes_moved / time
-    copy_pct: float = math.nan       # of the device-to-device copy's GB/s, measured in the same run
-    vs_wmma: float = math.nan
-    vs_fp16_wmma: float = math.nan
-    vs_library: float = math.nan
-    vs_base: float = math.nan        # over the family's base (--family)
-    compile_s: float = math.nan
-    host_us: float = math.nan         # gemm(..., out=) on device arrays, repeated: the host's part
-    launch_us: float = math.nan       # plan.launch() alone
-    sm_mhz: float = math.nan         # SM clock and board power while the timed launches run
-    power_w: float = math.nan
-    flags: str = ""                  # "above the mma.sync ceiling", "grows faster than work", "L2"
-    from_l2: bool = False            # its operand sets too small to overflow L2 three times (measure.from_l2)
-
-
-# --- the mma.sync ceiling ----------------------------------------------------------
-
-def measure_ceilings():
-    """T(FL)OPS of register-only mma.sync loops (8 independent chains a warp),
-    per instruction: the ceiling of each precision's mma.sync."""
-    from numba import cuda
-
-    from . import primitives as P
-    from .kernel.regs import getter, setter
-
-    dev = cuda.get_current_device()
-    blocks = dev.MULTIPROCESSOR_COUNT * 4
-    out = {}
-    for prec in PRECISIONS.values():
-        name, k = prec.ceiling, prec.ceiling_k
-        r = P.ROUTINES[name]
-        na, nb, nc = (len(op.regs) for op in r.inputs)
-        acc_t = {"f32": np.float32, "s32": np.int32}[r.output.ptxtype]
-        get_a, get_b, get_c, put_c = getter(na), getter(nb), getter(nc), setter(nc)
-        mma = getattr(P, name)
-
-        @cuda.jit
-        def kernel(res, iters):
-            tid = cuda.threadIdx.x
-            fa = cuda.local.array(4, np.uint32)
-            fb = cuda.local.array(2, np.uint32)
-            for i in range(4):
-                fa[i] = np.uint32(tid * 2654435761 + i)
-            for i in range(2):
-                fb[i] = np.uint32(tid * 40503 + i)
-            acc = cuda.local.array(32, acc_t)
-            for i in range(32):
-                acc[i] = 0
-            for _ in range(iters):
-                for c in range(8):
-                    put_c(acc, c * 4, mma(get_a(fa, 0), get_b(fb, 0), get_c(acc, c * 4)))
-            s = acc[0]
-            for i in range(1, 32):
-                s += acc[i]
-            res[cuda.grid(1)] = s
-
-        res = cuda.device_array(blocks * 256, acc_t)
-        ms, iters = _timed_loop(lambda n: kernel[blocks, 256](res, n))
-        out[name] = 2 * 16 * 8 * k * 8 * iters * blocks * 8 / (ms * 1e-3) / 1e12
-    if tuple(dev.compute_capability) >= (9, 0):
-        out.update(measure_wgmma_ceilings())
-    return out
-
-
-def _timed_loop(launch):
-    """(ms, iterations) of a ceiling loop: launch(16) compiles and warms up, then
-    launch(n) is timed with CUDA events, n growing 4x from 256 until a launch
-    takes over 20 ms."""
-    from numba import cuda
-
-    launch(16)
-    iters = 256
-    while True:
-        start, end = cuda.event(), cuda.event()
-        start.record()
-        launch(iters)
-        end.record()
-        end.synchronize()
-        ms = cuda.event_elapsed_time(start, end)
-        if ms > 20 or iters > 1 << 20:
-            return ms, iters
-        iters *= 4
-
-
-def measure_wgmma_ceilings():
-    """T(FL)OPS of wgmma with its operands in shared memory (sm_90a): per
-    precision, three warpgroups a block, one block a SM, each issuing the
-    wgmma kernels' own k-tile (their warp routine's compute: fence, four
-    chained m64n256 wgmmas, commit), then waiting for all but the newest
-    group, as their k loop does. No copies: the instruction's ceiling."""
-    from numba import cuda
-
-    from . import primitives as P
-    from . import registry
-    from .kernel import warp_wgmma
-
-    dev = cuda.get_current_device()
-    blocks, threads = dev.MULTIPROCESSOR_COUNT, 384
-    out = {}
-    for prec in PRECISIONS.values():
-        if not prec.wgmma:
-            continue
-        cfg = next(c for c in registry.REGISTRY["tuned"].values() if c.op == "wgmma" and c.precision == prec.name)
-        init, _, _, compute, _ = warp_wgmma.routine(cfg)
-        wait_1, wait_0 = warp_wgmma.wait_1, warp_wgmma.wait_0
-        acc_t = np.float32 if prec.acc == "f32" else np.int32
-        n_acc = len(P.ROUTINES[prec.wgmma].output.regs)
-
-        @cuda.jit
-        def kernel(res, iters):
-            sm = cuda.shared.array(48 * 1024, np.uint8)    # A and B tiles; their values do not matter
-            base = (P.shared_addr(sm, 0) + np.uint32(1023)) & np.uint32(0xFFFFFC00)
-            acc = init()
-            for _ in range(iters):
-                compute(acc, base, base + np.uint32(8192))
-                wait_1()
-            wait_0()
-            s = acc[0]
-            for i in range(1, n_acc):
-                s += acc[i]
-            res[cuda.grid(1)] = s
-
-        res = cuda.device_array(blocks * threads, acc_t)
-        ms, iters = _timed_loop(lambda n: kernel[blocks, threads](res, n))
-        m, n, k = cfg.op_shape
-        out[prec.wgmma] = 2 * m * n * k * cfg.ksteps * iters * blocks * (threads // 128) / (ms * 1e-3) / 1e12
-    return out
-
-
-def linkage_cost(chains=4, iters=4096):
-    """What a call boundary costs: one warp loop of mma.sync (m16n8k16, f32
-    accumulate, `chains` independent accumulators) with the routine inline
-    and linked as an external .func. {linkage: (ms, local bytes/thread, registers)}."""
-    from numba import cuda
-
-    from . import primitives as P
-
-    blocks = cuda.get_current_device().MULTIPROCESSOR_COUNT * 4
-    result = {}
-    for linkage in P.LINKAGES:
-        mma = P.routines(linkage).mma_m16n8k16_f16_f32
-
-        @cuda.jit
-        def kernel(res, n):
-            t = np.uint32(cuda.threadIdx.x)
-            a = (t, t + np.uint32(1), t + np.uint32(2), t + np.uint32(3))
-            b = (t * np.uint32(3), t * np.uint32(5))
-            acc = cuda.local.array((chains, 4), np.float32)
-            for c in range(chains):
-                for r in range(4):
-                    acc[c, r] = 0
-            for _ in range(n):
-                for c in range(chains):
-                    d = mma(a, b, (acc[c, 0], acc[c, 1], acc[c, 2], acc[c, 3]))
-                    acc[c, 0], acc[c, 1], acc[c, 2], acc[c, 3] = d
-            s = np.float32(0)
-            for c in range(chains):
-                s += acc[c, 0] + acc[c, 3]
-            res[cuda.grid(1)] = s
-
-        res = cuda.device_array(blocks * 128, np.float32)
-        kernel[blocks, 128](res, 4)
-        start, end = cuda.event(), cuda.event()
-        start.record()
-        kernel[blocks, 128](res, iters)
-        end.record()
-        end.synchronize()
-        result[linkage] = (cuda.event_elapsed_time(start, end),
-                           kernel.get_local_mem_per_thread(), kernel.get_regs_per_thread())
-    return result
-
-
-def measure_copy_bandwidth(nbytes=1 << 30):
-    """GB/s of a device-to-device copy, counting the bytes read and written:
-    the roofline's memory ceiling."""
-    from numba import cuda
-
-    from .timing import time_gpu
-
-    src = cuda.device_array(nbytes, np.uint8)
-    dst = cuda.device_array(nbytes, np.uint8)
-    ms, _ = time_gpu(lambda i: dst.copy_to_device(src), repeats=5)
-    return 2 * nbytes / (ms * 1e-3) / 1e9
-
-
-def ceiling_for(cfg_or_precision, ceilings):
-    """The ceiling of the instruction a kernel issues: its precision's
-    mma.sync, or (op="wgmma") its wgmma; an INT4 kernel that widens to s8
-    (unpack) is measured against s8, the instruction it runs on."""
-    cfg = cfg_or_precision
-    precision = getattr(cfg, "precision", cfg)
-    if precision == "int4" and getattr(cfg, "unpack", "none") != "none":
-        precision = "int8"
-    prec = PRECISIONS[precision]
-    if getattr(cfg, "op", "") == "wgmma":
-        return ceilings.get(prec.wgmma, math.nan)
-    return ceilings[prec.ceiling]
-
-
-def fastest_ceiling(precision, ceilings):
-    """A library's ceiling: the fastest of its precision's instructions
-    measured here (mma.sync, or wgmma on sm_90), since it may issue either;
-    INT4's library is an INT8 GEMM."""
-    prec = PRECISIONS["int8" if precision == "int4" else precision]
-    return max(ceilings[prec.ceiling], ceilings.get(prec.wgmma, 0.0))
-
-
-# --- the run -------------------------------------------------------------------------
-
-def select(args):
-    """[(preset, name, config)]: the kernels to run, each distinct config once
-    (a preset may register one config under two names: its base and, say, a
-    3-stage variant when the base already has 3 stages)."""
-    from . import registry
-
-    presets = registry.PRESETS if args.preset == "all" else (args.preset,)
-    chosen, seen = [], set()
-    for preset in presets:
-        pool = registry.FAMILIES[preset][args.family] if args.family else registry.REGISTRY[preset]
-        for name, cfg in pool.items():
-            if cfg.precision not in args.precision:
-                continue
-            if args.kernels and name not in args.kernels and cfg.name not in args.kernels:
-                continue            # "default" is not in the pool: run() adds gemm()'s choice per shape
-            if args.linkage and cfg.op == "mma":
-                cfg = cfg.replace(linkage=args.linkage)
-            cfg = c_as_asked(in_layout_asked(cfg, args), args)
-            if cfg is None or (preset, cfg) in seen:
-                continue
-            seen.add((preset, cfg))
-            chosen.append((preset, name, cfg))
-    return chosen
 
 
 def run(args):
@@ -295,21 +49,21 @@ def run(args):
     cc = tuple(dev.compute_capability)
     log(f"numgemm bench on {name} (sm_{cc[0]}{cc[1]}), batch {args.batch}, sizes {args.sizes}")
     log("measuring the instructions' ceilings (mma.sync; wgmma on sm_90) ...")
-    ceilings = measure_ceilings()
+    ceilings = microbench.measure_ceilings()
     for op, value in ceilings.items():
         log(f"  {op}: {value:.0f} T(FL)OPS")
-    args.copy_gbs = measure_copy_bandwidth()
+    args.copy_gbs = microbench.measure_copy_bandwidth()
     log(f"  device-to-device copy: {args.copy_gbs:.0f} GB/s (bytes read + written)")
     rng = np.random.default_rng(args.seed)
     rows, times = [], {}
     if "int4" in args.precision:
         log(registry.describe_default("int4", cc))
-    shapes = shapes_of(args)
-    selected = select(args)
+    shapes = selection.shapes_of(args)
+    selected = selection.select(args)
     prebuild([c for _, _, c in selected if not c.unsupported(cc)], cc, args.jobs)
-    for precision in PRECISION_ORDER:
+    for precision in selection.PRECISION_ORDER:
         chosen = [c for c in selected if c[2].precision == precision]
-        picks = {shape: default_picks(precision, shape, cc, args) for shape in shapes} if wants_default(args) else {}
+        picks = {shape: selection.default_picks(precision, shape, cc, args) for shape in shapes} if selection.wants_default(args) else {}
         if precision not in args.precision or not (chosen or picks):
             continue
         checked = check(precision, chosen + list(dict.fromkeys(p for ps in picks.values() for p in ps)), cc, rng)
@@ -319,79 +73,6 @@ def run(args):
             rows += _time_shape(precision, here, checked, (M, N, K), label, args, ceilings, times, rng)
     _ratios(rows, times, args.family)
     return name, ceilings, rows
-
-
-def wants_default(args):
-    """Whether --kernels names "default": gemm()'s own choice at each shape."""
-    return bool(args.kernels) and "default" in args.kernels
-
-
-def default_pick(precision, shape, cc, args=None):
-    """("tuned", "default", config): the kernel gemm() picks for this shape
-    (numgemm.tuning.choose) with B as --b-layout asks, else in its
-    precision's layout, and C as --out-dtype asks."""
-    from . import registry
-
-    layout = getattr(args, "b_layout", None) or registry.choice_layout(precision)
-    return _pick(precision, shape, cc, args, layout, "default")
-
-
-def default_picks(precision, shape, cc, args):
-    """default_pick, and where --b-layout names a layout other than the
-    precision's own, gemm()'s pick in its own layout too ("default KN"), so
-    that the two layouts compare in one run."""
-    from . import registry
-
-    picks = [default_pick(precision, shape, cc, args)]
-    own = registry.choice_layout(precision)
-    if getattr(args, "b_layout", None) not in (None, own):
-        picks.append(_pick(precision, shape, cc, args, own, f"default {own.upper()}"))
-    return picks
-
-
-def _pick(precision, shape, cc, args, layout, name):
-    from . import tuning
-
-    cfg = tuning.choose(precision, layout, *shape, cc)
-    return "tuned", name, c_as_asked(cfg, args, chosen=True) if args is not None else cfg
-
-
-def in_layout_asked(cfg, args):
-    """cfg reading B as --b-layout asks (registry.layout_twin), cfg itself
-    without the option, or None where it has no such twin (left out)."""
-    from . import registry
-
-    want = getattr(args, "b_layout", None)
-    if cfg is None or want is None or cfg.b_layout == want:
-        return cfg
-    return registry.layout_twin(cfg, want)
-
-
-def c_as_asked(cfg, args, chosen=False):
-    """cfg storing FP16's C as --out-dtype asks (as gemm(out_dtype=) has it),
-    or None for a kernel that cannot (WMMA), which the run leaves out."""
-    from .api import with_c_dtype
-
-    if getattr(args, "out_dtype", "float32") == "float32" or cfg.precision != "fp16":
-        return cfg
-    try:
-        return with_c_dtype(cfg, np.dtype(args.out_dtype), chosen)
-    except ValueError as e:
-        log(f"left out: {e}")
-        return None
-
-
-#: --shapes llm: quantized-inference shapes (M tokens, N = K a model's width) and small squares.
-LLM_SHAPES = tuple(f"{m}x{n}x{n}" for n in (4096, 8192) for m in (1, 16, 64, 256)) + \
-    tuple(f"{n}x{n}x{n}" for n in (512, 1024, 2048))
-
-
-def shapes_of(args):
-    """The run's problems (M, N, K): --shapes (llm: LLM_SHAPES), else the squares of --sizes."""
-    if args.shapes:
-        names = LLM_SHAPES if args.shapes == ["llm"] else args.shapes
-        return [tuple(map(int, x.lower().split("x"))) for x in names]
-    return [(n, n, n) for n in args.sizes]
 
 
 def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times, rng):
@@ -412,7 +93,7 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
     dev_sets = {}
     for preset, kname, cfg in chosen:
         status, compile_s = checked[preset, cfg]
-        row = Row(precision, label, preset, kname, cfg.name, status, compile_s=compile_s, from_l2=in_l2)
+        row = report.Row(precision, label, preset, kname, cfg.name, status, compile_s=compile_s, from_l2=in_l2)
         rows.append(row)
         if row.status != "ok":
             continue
@@ -445,7 +126,7 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
         row.ms, row.tops = ms, work / (ms * 1e-3) / 1e12
         _bandwidth(row, ws, args)
         row.sm_mhz, row.power_w = state.get("sm_mhz", math.nan), state.get("power_w", math.nan)
-        row.ceiling_pct = 100 * row.tops / ceiling_for(cfg, ceilings)
+        row.ceiling_pct = 100 * row.tops / microbench.ceiling_for(cfg, ceilings)
         times[preset, kname, label] = ms
         # Each result as it comes: a run cut short keeps what it measured.
         log(f"  {kname}: {ms:.3f} ms, {row.tops:.1f} T(FL)OPS")
@@ -457,12 +138,12 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
         state = {}
         ms, _ = time_gpu(prun, repeats=args.repeats, between=between,
                          during=lambda: state.update(gpu_state(cuda.get_current_device().id)))
-        row = Row(precision, label, "library", pname, pname, "ok" if pcheck() else "FAIL", from_l2=in_l2)
+        row = report.Row(precision, label, "library", pname, pname, "ok" if pcheck() else "FAIL", from_l2=in_l2)
         if row.status == "ok":
             row.ms, row.tops = ms, work / (ms * 1e-3) / 1e12
             _bandwidth(row, ws, args)
             row.sm_mhz, row.power_w = state.get("sm_mhz", math.nan), state.get("power_w", math.nan)
-            row.ceiling_pct = 100 * row.tops / fastest_ceiling(precision, ceilings)
+            row.ceiling_pct = 100 * row.tops / microbench.fastest_ceiling(precision, ceilings)
             times.setdefault(("library", precision, label), ms)     # x library: the vendor's, listed first
         rows.append(row)
     return rows
@@ -491,95 +172,7 @@ def _ratios(rows, times, family):
             fam = times.get((row.preset, family_base, row.n))
             row.vs_base = fam / row.ms if fam else math.nan
         row.vs_library = lib / row.ms if lib else math.nan
-    _flag(rows)
-
-
-def _flag(rows):
-    """Rows to distrust: faster than the measured ceiling allows, or slower
-    than the work grows from the previous size (a cache or clock effect)."""
-    last = {}
-    for row in rows:
-        if row.status != "ok" or math.isnan(row.ms):
-            continue
-        flags = ["L2"] if row.from_l2 else []
-        if row.ceiling_pct > 100:
-            flags.append("above its instruction's ceiling")
-        key = (row.preset, row.kernel)
-        if key in last and isinstance(row.n, int) and isinstance(last[key].n, int) and row.n > last[key].n:
-            prev = last[key]
-            if row.ms / prev.ms > 1.15 * (row.n / prev.n) ** 3:
-                flags.append(f"grows faster than work ({row.ms / prev.ms:.1f}x for {(row.n / prev.n) ** 3:.0f}x)")
-        last[key] = row
-        row.flags = "; ".join(flags)
-
-
-HEADERS = ["precision", "N", "preset", "kernel", "status", "time ms", "T(FL)OPS", "% ceil", "GB/s", "% copy",
-           "x WMMA", "x fp16_wmma", "x library", "compile s", "host us", "launch us", "SM MHz", "W", "flags"]
-
-
-def _op_of(config_name):
-    """The instruction of a kernel from its config's name (KernelConfig.name:
-    precision_op_...), so that a stored run reads the same after the
-    registry's names change."""
-    op = config_name.split("_")[1]
-    return "mma" if op.startswith("mma") else op
-
-
-def ladder(rows, ceilings):
-    """Per precision and size, the study's question at every instruction
-    level, read from one run's rows: the fastest tuned WMMA, mma.sync and
-    wgmma kernels, and the library; each with its share of its
-    own instruction's ceiling (the library's: of the fastest instruction's
-    measured here, since it may issue either) and its speed against WMMA.
-    "" where the run has no wgmma row."""
-    from tabulate import tabulate
-
-    ok = [r for r in rows if r.status == "ok" and not math.isnan(r.ms) and r.preset in ("tuned", "library")]
-    body = []
-    for precision in PRECISION_ORDER:
-        for n in dict.fromkeys(r.n for r in ok if r.precision == precision):
-            here = [r for r in ok if r.precision == precision and r.n == n]
-            ops = {r.kernel: _op_of(r.config) for r in here if r.preset == "tuned" and r.kernel != "default"}
-            fastest = {op: min((r for r in here if ops.get(r.kernel) == op), key=lambda r: r.ms, default=None)
-                       for op in ("wmma", "mma", "wgmma")}
-            wgmma = fastest["wgmma"]
-            if wgmma is None:
-                continue
-            picked = [("WMMA", fastest["wmma"]), ("mma.sync", fastest["mma"]), ("wgmma", wgmma),
-                      ("library", next((r for r in here if r.preset == "library"), None))]
-            wmma = picked[0][1]
-            # A library's share from the run's ceilings, not its row: rows stored
-            # before 2026-12-02 hold it of mma.sync's ceiling.
-            library = fastest_ceiling(precision, ceilings)
-            for level, r in picked:
-                if r is not None:
-                    pct = 100 * r.tops / library if level == "library" else r.ceiling_pct
-                    body.append([precision, n, level, r.kernel, f"{r.ms:.3f}", f"{r.tops:.1f}",
-                                 "" if math.isnan(pct) else f"{pct:.1f}", f"{wmma.ms / r.ms:.2f}" if wmma else ""])
-    if not body:
-        return ""
-    return tabulate(body, headers=["precision", "N", "instruction", "kernel", "time ms", "T(FL)OPS", "% ceil",
-                                   "x WMMA"], tablefmt="github", disable_numparse=True)
-
-
-def table(rows):
-    from tabulate import tabulate
-
-    def f(x, fmt):
-        return "" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
-
-    family = any(not math.isnan(r.vs_base) for r in rows)
-    headers = HEADERS[:10] + (["x base"] if family else []) + HEADERS[10:]
-    body = [[r.precision, r.n, r.preset, r.kernel, r.status, f(r.ms, ".3f"), f(r.tops, ".1f"),
-             f(r.ceiling_pct, ".1f"), f(r.gbs, ".0f"), f(r.copy_pct, ".1f")] +
-            ([f(r.vs_base, ".2f")] if family else []) +
-            [f(r.vs_wmma, ".2f"), f(r.vs_fp16_wmma, ".2f"),
-             f(r.vs_library, ".2f"), f(r.compile_s, ".1f"), f(r.host_us, ".0f"), f(r.launch_us, ".0f"),
-             f(r.sm_mhz, ".0f"),
-             f(r.power_w, ".0f"), r.flags] for r in rows]
-    # Numbers stay as formatted here (tabulate would re-parse "1.50" as 1.5).
-    align = ["left"] * 5 + ["right"] * (len(headers) - 6) + ["left"]
-    return tabulate(body, headers=headers, tablefmt="github", disable_numparse=True, colalign=align)
+    report.flag(rows)
 
 
 def _offline(args, argv):
@@ -587,7 +180,7 @@ def _offline(args, argv):
     from .kernel import prebuild_offline
 
     if args.sass:
-        chosen = select(args)
+        chosen = selection.select(args)
         prebuild_offline([c for _, _, c in chosen], args.targets, args.jobs)
         print(insight.sass_table(chosen, args.targets))
         return 0
@@ -618,10 +211,10 @@ def parse(argv):
     ap = argparse.ArgumentParser(prog="python bench.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--all", action="store_true", help="every precision, size and preset")
-    ap.add_argument("--precision", nargs="+", choices=PRECISION_ORDER, default=list(PRECISION_ORDER))
+    ap.add_argument("--precision", nargs="+", choices=selection.PRECISION_ORDER, default=list(selection.PRECISION_ORDER))
     ap.add_argument("--kernels", nargs="+",
                     help="registered names or config names; default: the kernel gemm() picks at each shape")
-    ap.add_argument("--sizes", nargs="+", type=int, default=list(SIZES))
+    ap.add_argument("--sizes", nargs="+", type=int, default=list(selection.SIZES))
     ap.add_argument("--shapes", nargs="+", metavar="MxNxK",
                     help="non-square problems instead of --sizes, e.g. 16x8192x8192 (memory-bound); "
                          "llm: M = 1, 16, 64, 256 with N = K = 4096, 8192, and 512, 1024, 2048 squared")
@@ -726,30 +319,6 @@ def _claims(args):
     return 0
 
 
-def _check_selection(args):
-    """Refuse, before any GPU work, kernel names no chosen preset has, a
-    selection that leaves nothing to run, and shapes that are not MxNxK."""
-    from . import registry
-
-    presets = registry.PRESETS if args.preset == "all" else (args.preset,)
-    if args.diff or args.claims or args.linkage_cost:
-        return
-    try:
-        bad = any(len(s) != 3 or min(s) < 1 for s in shapes_of(args))
-    except ValueError:                  # a size that is not an integer
-        bad = True
-    if bad and args.shapes:
-        raise UsageError(f"--shapes takes MxNxK with positive sizes (e.g. 16x8192x8192) or llm; "
-                         f"got {' '.join(args.shapes)}")
-    if bad:
-        raise UsageError(f"--sizes takes positive integers; got {' '.join(map(str, args.sizes))}")
-    kernel_names([k for k in args.kernels or () if k != "default"], presets)
-    if not select(args) and not wants_default(args):
-        raise UsageError(f"the selection (--preset {args.preset}, --precision {' '.join(args.precision)}"
-                         + (f", --family {args.family}" if args.family else "")
-                         + (f", --kernels {' '.join(args.kernels)}" if args.kernels else "") + ") names no kernel")
-
-
 def _record(device, ceilings, rows, facts, args):
     """The run as --json writes it (and --plot reads it)."""
     return {"device": device, "date": time.strftime("%Y-%m-%d"), "batch": args.batch, "gpu": facts,
@@ -761,7 +330,7 @@ def _record(device, ceilings, rows, facts, args):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse(argv)
-    _check_selection(args)
+    selection.check_selection(args)
     if args.claims:
         return _claims(args)
     if args.profile and args.profile_launches is None and not args.diff:
@@ -778,7 +347,7 @@ def main(argv=None):
     if args.linkage_cost:
         from tabulate import tabulate
 
-        cost = linkage_cost()
+        cost = microbench.linkage_cost()
         print(f"mma.sync m16n8k16 loop, {time.strftime('%Y-%m-%d')}:")
         print(tabulate([[k, f"{ms:.3f}", f"{ms / cost['inline'][0]:.1f}x", local, regs]
                         for k, (ms, local, regs) in cost.items()],
@@ -789,7 +358,7 @@ def main(argv=None):
         from .tune import tune
 
         args.argv = argv
-        tune(args, shapes_of(args) if args.shapes else None)
+        tune(args, selection.shapes_of(args) if args.shapes else None)
         return 0
     device, ceilings, rows = run(args)
     if args.profile_launches is not None:
@@ -797,8 +366,8 @@ def main(argv=None):
             json.dump(PROFILED, fh)
     text, facts = header(device, ceilings, args)
     print(text)
-    print(table(rows))
-    steps = ladder(rows, ceilings)
+    print(report.table(rows))
+    steps = report.ladder(rows, ceilings)
     if steps:
         print("\nThe instruction ladder (same run): WMMA -> mma.sync -> wgmma -> library")
         print(steps)

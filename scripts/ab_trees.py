@@ -70,8 +70,12 @@ def main(argv=None):
     from numba import cuda
 
     from numgemm import operands, registry
-    from numgemm.api import _allow_dynamic_shared, plan_gemm
+    from numgemm.api import plan_gemm
     from numgemm.timing import time_gpu
+    try:
+        from numgemm.plans import allow_dynamic_shared
+    except ImportError:         # a tree from before api.py was split
+        from numgemm.api import _allow_dynamic_shared as allow_dynamic_shared
 
     ctx = cuda.current_context()
     cc = tuple(ctx.device.compute_capability)
@@ -98,7 +102,7 @@ def main(argv=None):
                 out = operands.poisoned(cfg.precision, (n, n), cfg.c_dtype)
                 plan = copy.copy(plan_gemm(da, db, precision=cfg.precision, kernel=cfg, out=out, k=n))
                 plan.cufunc = funcs[t][name]
-                _allow_dynamic_shared(plan.cufunc, cfg.smem_bytes)
+                allow_dynamic_shared(plan.cufunc, cfg.smem_bytes)
                 plan.launch()
                 cuda.synchronize()
                 # 256 entries against exact dot products (an int64 product of N = 8192 takes minutes)

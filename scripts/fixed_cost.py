@@ -31,7 +31,7 @@ from numba.cuda.extending import intrinsic
 from variants import variant
 
 from numgemm import operands
-from numgemm.bench import measure_copy_bandwidth
+from numgemm.microbench import measure_copy_bandwidth
 from numgemm.measure import bytes_moved, operand_sets, rotations, timed
 from numgemm.timing import time_gpu
 

@@ -21,8 +21,8 @@ BEGIN, END = "<!-- results-table -->", "<!-- /results-table -->"
 
 
 def table(path):
-    """The JSON's instruction ladder (numgemm.bench.ladder) at its largest size."""
-    from numgemm.bench import Row, ladder
+    """The JSON's instruction ladder (numgemm.report.ladder) at its largest size."""
+    from numgemm.report import Row, ladder
 
     data = json.loads((ROOT / path).read_text())
     n = max(r["n"] for r in data["rows"] if isinstance(r["n"], int))

@@ -477,14 +477,3 @@ def test_a_repeated_call_stays_right_among_many_other_pairs(name, rng):
         assert why is None, f"{repeated.describe()}: {why}"
         assert next(reversed(api._REPEATS.values())) is prepared     # the same prepared call
     _other_pairs(precision, shape, rng, between=again)
-
-
-def test_a_named_kernel_says_the_precision_a_dtype_leaves_open():
-    """Packed INT4 is uint8, which names no precision: a named INT4 kernel does."""
-    from numgemm import api
-
-    a, b = np.zeros((4, 16), np.uint8), np.zeros((8, 16), np.uint8).T
-    assert api._checked(a, b, None, "int4_wgmma_unpack_s8", "tuned", None).precision == "int4"
-    assert api._checked(a, b, None, numgemm.registry.get("int4_ptx_mma_k64"), "tuned", None).precision == "int4"
-    with pytest.raises(ValueError, match="is int8; the operands are fp16"):
-        api._checked(np.zeros((4, 16), np.float16), np.zeros((16, 8), np.float16), None, "int8_wgmma", "tuned", None)

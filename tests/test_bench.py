@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from numgemm import bench, registry
+from numgemm import bench, microbench, registry, report, selection
 from tests.conftest import HAVE_GPU
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -15,20 +15,20 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_arguments_narrow_the_run():
     args = bench.parse(["--precision", "int8", "--sizes", "512", "--preset", "tuned",
                         "--kernels", "int8_wmma"])
-    chosen = bench.select(args)
+    chosen = selection.select(args)
     assert [(p, n) for p, n, _ in chosen] == [("tuned", "int8_wmma")]
-    everything = bench.select(bench.parse(["--all"]))
-    assert len(everything) == sum(len(bench.select(bench.parse(["--preset", p]))) for p in ("paper", "tuned"))
+    everything = selection.select(bench.parse(["--all"]))
+    assert len(everything) == sum(len(selection.select(bench.parse(["--preset", p]))) for p in ("paper", "tuned"))
 
 
 def test_half_c_is_asked_of_the_fp16_kernels():
     """--out-dtype float16: FP16's kernels store C in half; WMMA, which cannot, is left out."""
     args = bench.parse(["--precision", "fp16", "int8", "--preset", "tuned", "--out-dtype", "float16",
                         "--kernels", "fp16_wmma", "fp16_ptx_mma", "fp16_wgmma", "int8_wgmma"])
-    chosen = {n: c for _, n, c in bench.select(args)}
+    chosen = {n: c for _, n, c in selection.select(args)}
     assert set(chosen) == {"fp16_ptx_mma", "fp16_wgmma", "int8_wgmma"}
     assert chosen["fp16_ptx_mma"].out == chosen["fp16_wgmma"].out == "f16" and chosen["int8_wgmma"].out == ""
-    assert bench.default_pick("fp16", (64, 4096, 4096), (9, 0), args)[2].out == "f16"
+    assert selection.default_pick("fp16", (64, 4096, 4096), (9, 0), args)[2].out == "f16"
 
 
 def test_b_as_n_x_k_is_asked_of_every_kernel_with_a_twin():
@@ -37,14 +37,14 @@ def test_b_as_n_x_k_is_asked_of_every_kernel_with_a_twin():
     choice is the one for that layout."""
     from numgemm import tuning
 
-    nk = {n: c for _, n, c in bench.select(bench.parse(["--precision", "fp16", "int8", "--preset", "tuned",
+    nk = {n: c for _, n, c in selection.select(bench.parse(["--precision", "fp16", "int8", "--preset", "tuned",
                                                        "--b-layout", "nk"]))}
     assert {c.b_layout for c in nk.values()} == {"nk"} and "fp16_wgmma" in nk and "int8_wgmma" in nk
-    kn = {n: c for _, n, c in bench.select(bench.parse(["--precision", "fp16", "int8", "--preset", "tuned",
+    kn = {n: c for _, n, c in selection.select(bench.parse(["--precision", "fp16", "int8", "--preset", "tuned",
                                                        "--b-layout", "kn"]))}
     assert "int8_wgmma" not in kn and kn["fp16_wgmma"].b_layout == "kn"
     args = bench.parse(["--kernels", "default", "--b-layout", "nk"])
-    assert bench.default_pick("fp16", (512, 512, 512), (9, 0), args)[2] == tuning.choose("fp16", "nk", 512, 512, 512,
+    assert selection.default_pick("fp16", (512, 512, 512), (9, 0), args)[2] == tuning.choose("fp16", "nk", 512, 512, 512,
                                                                                           (9, 0))
 
 
@@ -56,15 +56,15 @@ def test_without_a_gpu_it_says_so_in_one_line():
 
 
 def test_family_selection_has_the_base_first():
-    chosen = bench.select(bench.parse(["--family", "int4_k64_ablation", "--preset", "tuned"]))
+    chosen = selection.select(bench.parse(["--family", "int4_k64_ablation", "--preset", "tuned"]))
     names = [n for _, n, _ in chosen]
     assert names[0] == "int4_ptx_mma_k64" and len(names) >= 8
     assert {"int4_ptx_mma_k64_ldA1", "int4_ptx_mma_k64_ca", "int4_ptx_mma_k64_kn"} <= set(names)
 
 
 def test_table_has_the_columns():
-    row = bench.Row("int8", 512, "tuned", "int8_ptx_mma_k32", "cfg", ms=1.0, tops=2.0, vs_wmma=1.5)
-    text = bench.table([row])
+    row = report.Row("int8", 512, "tuned", "int8_ptx_mma_k32", "cfg", ms=1.0, tops=2.0, vs_wmma=1.5)
+    text = report.table([row])
     for header in ("x WMMA", "x fp16_wmma", "x library", "% ceil", "GB/s", "% copy", "compile s", "host us",
                    "launch us"):
         assert header in text
@@ -76,23 +76,23 @@ def test_llm_shapes_and_their_bandwidth():
     small squares; a row's GB/s counts A and B read once and C written once,
     beside its share of the run's copy bandwidth."""
     args = bench.parse(["--shapes", "llm"])
-    shapes = bench.shapes_of(args)
+    shapes = selection.shapes_of(args)
     assert shapes[:4] == [(1, 4096, 4096), (16, 4096, 4096), (64, 4096, 4096), (256, 4096, 4096)]
     assert (16, 8192, 8192) in shapes and shapes[-1] == (2048, 2048, 2048) and len(shapes) == 11
-    assert bench.shapes_of(bench.parse(["--shapes", "16x8192x8192"])) == [(16, 8192, 8192)]
-    assert bench.shapes_of(bench.parse(["--sizes", "512", "1024"])) == [(512, 512, 512), (1024, 1024, 1024)]
+    assert selection.shapes_of(bench.parse(["--shapes", "16x8192x8192"])) == [(16, 8192, 8192)]
+    assert selection.shapes_of(bench.parse(["--sizes", "512", "1024"])) == [(512, 512, 512), (1024, 1024, 1024)]
     nbytes = bench.bytes_moved("int4", 1, 16, 8192, 8192)
     assert nbytes == (16 + 8192) * 8192 / 2 + 4 * 16 * 8192
-    row, args.copy_gbs = bench.Row("int4", "16x8192x8192", "tuned", "k", "cfg", ms=0.010), 4000.0
+    row, args.copy_gbs = report.Row("int4", "16x8192x8192", "tuned", "k", "cfg", ms=0.010), 4000.0
     bench._bandwidth(row, nbytes, args)
     assert row.gbs == pytest.approx(nbytes / 1e-5 / 1e9) and row.copy_pct == pytest.approx(100 * row.gbs / 4000)
 
 
 def test_rows_to_distrust_are_flagged():
-    rows = [bench.Row("int8", 1024, "tuned", "k", "cfg", ms=1.0, ceiling_pct=50.0),
-            bench.Row("int8", 2048, "tuned", "k", "cfg", ms=20.0, ceiling_pct=50.0),      # 20x for 8x the work
-            bench.Row("int8", 4096, "tuned", "k", "cfg", ms=160.0, ceiling_pct=101.0)]
-    bench._flag(rows)
+    rows = [report.Row("int8", 1024, "tuned", "k", "cfg", ms=1.0, ceiling_pct=50.0),
+            report.Row("int8", 2048, "tuned", "k", "cfg", ms=20.0, ceiling_pct=50.0),      # 20x for 8x the work
+            report.Row("int8", 4096, "tuned", "k", "cfg", ms=160.0, ceiling_pct=101.0)]
+    report.flag(rows)
     assert rows[0].flags == ""
     assert rows[1].flags.startswith("grows faster than work")
     assert rows[2].flags == "above its instruction's ceiling"
@@ -103,9 +103,9 @@ def test_a_library_is_measured_against_the_fastest_instruction():
     one was measured, of mma.sync's where not (and INT4's library is INT8's)."""
     hopper = {"mma_m16n8k16_f16_f32": 640.0, "wgmma_m64n256k16_f32_f16_f16": 910.0,
               "mma_m16n8k32_s8_s32": 1290.0, "wgmma_m64n256k32_s32_s8_s8": 1940.0}
-    assert bench.fastest_ceiling("fp16", hopper) == 910.0 and bench.fastest_ceiling("int8", hopper) == 1940.0
-    assert bench.fastest_ceiling("fp16", {"mma_m16n8k16_f16_f32": 240.0}) == 240.0
-    assert bench.ceiling_for(registry.get("fp16_ptx_mma"), hopper) == 640.0
+    assert microbench.fastest_ceiling("fp16", hopper) == 910.0 and microbench.fastest_ceiling("int8", hopper) == 1940.0
+    assert microbench.fastest_ceiling("fp16", {"mma_m16n8k16_f16_f32": 240.0}) == 240.0
+    assert microbench.ceiling_for(registry.get("fp16_ptx_mma"), hopper) == 640.0
 
 
 def test_header_says_how_the_inputs_are_drawn():
@@ -142,10 +142,10 @@ def test_default_is_gemms_choice_at_each_shape():
     from numgemm import tuning
 
     args = bench.parse(["--kernels", "default", "--shapes", "llm"])
-    bench._check_selection(args)                 # refuses nothing
-    assert bench.wants_default(args) and bench.select(args) == []
-    for shape in bench.shapes_of(args):
-        preset, name, cfg = bench.default_pick("int8", shape, (9, 0))
+    selection.check_selection(args)                 # refuses nothing
+    assert selection.wants_default(args) and selection.select(args) == []
+    for shape in selection.shapes_of(args):
+        preset, name, cfg = selection.default_pick("int8", shape, (9, 0))
         assert (preset, name) == ("tuned", "default")
         assert cfg == tuning.choose("int8", "nk", *shape, (9, 0))
     assert bench.parse(["--tune", "--tune-out", "w.json"]).tune_out == "w.json"
@@ -157,7 +157,7 @@ def test_a_layout_other_than_the_precisions_is_timed_beside_its_own():
     from numgemm import tuning
 
     args = bench.parse(["--kernels", "default", "--b-layout", "nk"])
-    picks = bench.default_picks("fp16", (16, 4096, 4096), (9, 0), args)
+    picks = selection.default_picks("fp16", (16, 4096, 4096), (9, 0), args)
     assert [(name, cfg.b_layout) for _, name, cfg in picks] == [("default", "nk"), ("default KN", "kn")]
     assert picks[1][2] == tuning.choose("fp16", "kn", 16, 4096, 4096, (9, 0))
-    assert len(bench.default_picks("int8", (16, 4096, 4096), (9, 0), args)) == 1     # INT8's own layout
+    assert len(selection.default_picks("int8", (16, 4096, 4096), (9, 0), args)) == 1     # INT8's own layout

@@ -173,7 +173,7 @@ def test_kernel_gpu(preset, name, rng):
     from numba import cuda
 
     import numgemm
-    from numgemm.api import NotOnThisGPU
+    from numgemm.plans import NotOnThisGPU
 
     cfg = registry.get(name, preset)
     why = cfg.unsupported(tuple(cuda.get_current_device().compute_capability))

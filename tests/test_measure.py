@@ -3,7 +3,7 @@ a kernel checked and timed as the bench does (GPU)."""
 
 import pytest
 
-from numgemm.bench import LLM_SHAPES
+from numgemm.selection import LLM_SHAPES
 from numgemm.measure import MAX_SETS, bytes_moved, from_l2, rotations
 from numgemm.precision import PRECISIONS
 

@@ -1,0 +1,150 @@
+"""What gemm() checks before any GPU is needed: dtypes, ranks, K and its
+bound, the inner dimensions, the batch, the preset, the kernel named and C's
+dtype, each refused with a message naming the argument (Shape: what passed)."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import frameworks, registry
+from .config import KernelConfig
+from .precision import PRECISIONS
+
+
+@dataclass
+class Shape:
+    precision: str
+    prec: object
+    bmnk: tuple                     # batch, M, N, K (K in elements)
+    b_units: bool                   # INT4 B as K x N 16-bit units
+    cfg: object                     # the KernelConfig named by kernel= (storing C as c_dtype), or None
+    c_dtype: object                 # C's NumPy dtype
+
+    @property
+    def mnk(self):
+        return self.bmnk[1:]
+
+
+def checked(a, b, precision, kernel, preset, k, out=None, out_dtype=None):
+    """Everything about the arguments that needs no GPU: dtypes, ranks, K and
+    its bound, the inner dimensions, the batch, the preset, the kernel named
+    and C's dtype, each refused with a message naming the argument."""
+    if preset not in registry.PRESETS:
+        raise ValueError(f"preset must be one of {registry.PRESETS}, got {preset!r}")
+    cfg = None
+    if isinstance(kernel, str):
+        cfg = registry.get(kernel, preset)
+    elif isinstance(kernel, KernelConfig):
+        cfg = kernel
+    elif kernel is not None:
+        raise TypeError(f"kernel must be a registered name or a KernelConfig, got {type(kernel).__name__}")
+    if precision is None and cfg is not None and DTYPE_PRECISION.get(dtype_name(a)) is None:
+        precision = cfg.precision       # a dtype that leaves it open (INT4's uint8): the kernel's
+    precision = _precision(a, precision)
+    prec = PRECISIONS[precision]
+    if cfg is not None and cfg.precision != precision:
+        raise ValueError(f"kernel {cfg.name} is {cfg.precision}; the operands are {precision}")
+    for x, name in ((a, "a"), (b, "b")):      # what can be checked before the GPU is needed
+        _check_dtype(x, name, prec)
+        if len(getattr(x, "shape", ())) not in (2, 3):
+            raise ValueError(f"a and b must be 2-D or batched 3-D; got {name} of shape {getattr(x, 'shape', None)}")
+    (batch, M, ka), (batch_b, kb, N) = ((1,) * (3 - len(x.shape)) + tuple(x.shape) for x in (a, b))
+    K = _true_k(prec, ka, k)
+    if prec.max_k is not None and K > prec.max_k:
+        raise ValueError(f"K={K} is past what int32 accumulation holds exactly for {precision}: K <= {prec.max_k} "
+                         f"keeps the worst case (every product {prec.values[0]} x {prec.values[0]}) below 2**31; "
+                         "split K and sum the parts in int64")
+    b_units = prec.name == "int4" and dtype_name(b) == "uint16"   # K x N INT4: 4 k per unit
+    if kb != (-(-K // 4) if b_units else ka):
+        raise ValueError(f"inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}"
+                         + (" (INT4 operands are packed: a (M, K/2); b (K/2, N) uint8 or "
+                            "(K/4, N) uint16 units, see pack_int4_kn)" if precision == "int4" else ""))
+    if batch_b not in (1, batch):
+        raise ValueError(f"b's batch {batch_b} is neither 1 nor a's batch {batch}")
+    if batch > 65535:
+        raise ValueError(f"batch {batch} is more than the grid allows (65535)")
+    c_dtype = _c_dtype(prec, cfg, out, out_dtype)
+    if cfg is not None:                 # refused here, before the GPU is needed, where it cannot
+        cfg = with_c_dtype(cfg, c_dtype)
+    return Shape(precision, prec, (batch, M, N, K), b_units, cfg, c_dtype)
+
+
+def _c_dtype(prec, cfg, out, out_dtype):
+    """C's dtype: out_dtype, else out's, else the named kernel's, else the
+    precision's; FP16 has float32 or float16, the integers int32."""
+    given = out_dtype if out_dtype is not None else getattr(out, "dtype", None)
+    what = "out_dtype" if out_dtype is not None else "out's dtype"
+    if given is None:
+        return cfg.c_dtype if cfg is not None else np.dtype(prec.out_dtype)
+    try:                                    # a torch dtype by its name: torch.float16
+        want = np.dtype(str(given).removeprefix("torch.") if type(given).__module__ == "torch" else given)
+    except TypeError:
+        raise TypeError(f"{what} must name a NumPy dtype, got {given!r}") from None
+    allowed = [np.dtype(prec.out_dtype)] + ([np.dtype(np.float16)] if prec.name == "fp16" else [])
+    if want not in allowed:
+        raise TypeError(f"{what}: {prec.name} gives C as {' or '.join(d.name for d in allowed)}; got {want.name}")
+    return want
+
+
+DTYPE_PRECISION = {"float16": "fp16", "int8": "int8"}       # the dtypes that name a precision
+
+
+def _precision(a, precision):
+    if precision is None:
+        dtype = dtype_name(a)
+        inferred = DTYPE_PRECISION.get(dtype)
+        if inferred is None:
+            raise TypeError(f"cannot infer the precision from dtype {dtype}: pass precision="
+                            "'fp16' (float16), 'int8' (int8) or 'int4' (uint8, packed)")
+        return inferred
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {tuple(PRECISIONS)}, got {precision!r}")
+    return precision
+
+
+def dtype_name(x):
+    return str(getattr(x, "dtype", "")).removeprefix("torch.")
+
+
+def _check_dtype(x, name, prec):
+    fw = frameworks.kind(x)             # (asking a torch Parameter for its interface raises)
+    if fw is None or (fw == "torch" and not x.is_cuda):
+        raise TypeError(f"{name} must be a NumPy array or have __cuda_array_interface__ (a GPU array of torch, "
+                        f"CuPy or Numba); got {type(x).__name__}" + (" on the CPU" if fw else ""))
+    dtype = dtype_name(x)
+    allowed = [np.dtype(prec.host_dtype).name]
+    if prec.name == "int4" and name == "b":
+        allowed.append("uint16")                     # K x N units (pack_int4_kn)
+    if dtype not in allowed:
+        what = "packed uint8 (numgemm.pack_int4)" if prec.name == "int4" else allowed[0]
+        raise TypeError(f"{prec.name} takes {name} as {what}; got dtype {dtype}")
+
+
+def _true_k(prec, width, k):
+    if prec.name != "int4":
+        if k is not None and k != width:
+            raise ValueError(f"k={k} differs from the operands' K={width}")
+        return width
+    if k is None:
+        return 2 * width
+    if not 2 * width - 1 <= k <= 2 * width:
+        raise ValueError(f"k={k} does not fit {width} packed bytes")
+    return k
+
+
+def with_c_dtype(cfg, c_dtype, chosen=False):
+    """cfg storing C as c_dtype: FP16's f32 sums rounded to half (out="f16")
+    where float16 is wanted; a kernel gemm() chose that sums split-K in its
+    last blocks has its slices summed by the split-K kernel instead, which
+    rounds them."""
+    if cfg.c_dtype == c_dtype:
+        return cfg
+    if c_dtype != np.float16:
+        raise ValueError(f"kernel {cfg.name} stores C as {cfg.c_dtype.name}, not {c_dtype.name}")
+    changes = {"out": "f16"}
+    if chosen and cfg.split_sum == "last":
+        changes["split_sum"] = "kernel"
+    try:
+        return cfg.replace(**changes)
+    except ValueError as e:
+        raise ValueError(f"kernel {cfg.name} cannot store C as {c_dtype.name}: {e}") from None

@@ -56,8 +56,9 @@ def run(args):
     log(f"  device-to-device copy: {args.copy_gbs:.0f} GB/s (bytes read + written)")
     rng = np.random.default_rng(args.seed)
     rows, times = [], {}
-    if "int4" in args.precision:
-        log(registry.describe_default("int4", cc))
+    for precision in args.precision:
+        if PRECISIONS[precision].widens_to:     # which of its kernels suits this GPU
+            log(registry.describe_default(precision, cc))
     shapes = selection.shapes_of(args)
     selected = selection.select(args)
     prebuild([c for _, _, c in selected if not c.unsupported(cc)], cc, args.jobs)
@@ -165,7 +166,7 @@ def _ratios(rows, times, family):
             continue
         base = times.get((row.preset, registry.BASELINE[row.precision], row.n))
         fp16 = times.get((row.preset, "fp16_wmma", row.n))
-        lib = times.get(("library", "int8" if row.precision == "int4" else row.precision, row.n))
+        lib = times.get(("library", PRECISIONS[row.precision].wide.name, row.n))
         if row.preset != "library":
             row.vs_wmma = base / row.ms if base else math.nan
             row.vs_fp16_wmma = fp16 / row.ms if fp16 else math.nan
@@ -208,6 +209,8 @@ def _offline(args, argv):
 
 
 def parse(argv):
+    from . import registry
+
     ap = argparse.ArgumentParser(prog="python bench.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--all", action="store_true", help="every precision, size and preset")
@@ -218,7 +221,7 @@ def parse(argv):
     ap.add_argument("--shapes", nargs="+", metavar="MxNxK",
                     help="non-square problems instead of --sizes, e.g. 16x8192x8192 (memory-bound); "
                          "llm: M = 1, 16, 64, 256 with N = K = 4096, 8192, and 512, 1024, 2048 squared")
-    ap.add_argument("--family", choices=("fp16", "int8", "int4", "int4_k64_ablation"),
+    ap.add_argument("--family", choices=tuple(registry.FAMILIES["tuned"]),
                     help="one family's kernels, with each one's ratio to the family's base")
     ap.add_argument("--out-dtype", choices=("float32", "float16"), default="float32",
                     help="FP16's C: float16 rounds each f32 sum to half as it is stored (gemm()'s out_dtype); "

@@ -8,7 +8,7 @@ import numpy as np
 
 from . import frameworks, registry
 from .config import KernelConfig
-from .precision import PRECISIONS
+from .precision import BY_DTYPE, PRECISIONS
 
 
 @dataclass
@@ -38,7 +38,7 @@ def checked(a, b, precision, kernel, preset, k, out=None, out_dtype=None):
         cfg = kernel
     elif kernel is not None:
         raise TypeError(f"kernel must be a registered name or a KernelConfig, got {type(kernel).__name__}")
-    if precision is None and cfg is not None and DTYPE_PRECISION.get(dtype_name(a)) is None:
+    if precision is None and cfg is not None and BY_DTYPE.get(dtype_name(a)) is None:
         precision = cfg.precision       # a dtype that leaves it open (INT4's uint8): the kernel's
     precision = _precision(a, precision)
     prec = PRECISIONS[precision]
@@ -54,11 +54,11 @@ def checked(a, b, precision, kernel, preset, k, out=None, out_dtype=None):
         raise ValueError(f"K={K} is past what int32 accumulation holds exactly for {precision}: K <= {prec.max_k} "
                          f"keeps the worst case (every product {prec.values[0]} x {prec.values[0]}) below 2**31; "
                          "split K and sum the parts in int64")
-    b_units = prec.name == "int4" and dtype_name(b) == "uint16"   # K x N INT4: 4 k per unit
-    if kb != (-(-K // 4) if b_units else ka):
+    b_units = prec.b_units is not None and dtype_name(b) == np.dtype(prec.b_units).name   # K x N in 16-bit units
+    if kb != (-(-K // prec.k_per_unit) if b_units else ka):
         raise ValueError(f"inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}"
                          + (" (INT4 operands are packed: a (M, K/2); b (K/2, N) uint8 or "
-                            "(K/4, N) uint16 units, see pack_int4_kn)" if precision == "int4" else ""))
+                            "(K/4, N) uint16 units, see pack_int4_kn)" if prec.packed else ""))
     if batch_b not in (1, batch):
         raise ValueError(f"b's batch {batch_b} is neither 1 nor a's batch {batch}")
     if batch > 65535:
@@ -80,22 +80,20 @@ def _c_dtype(prec, cfg, out, out_dtype):
         want = np.dtype(str(given).removeprefix("torch.") if type(given).__module__ == "torch" else given)
     except TypeError:
         raise TypeError(f"{what} must name a NumPy dtype, got {given!r}") from None
-    allowed = [np.dtype(prec.out_dtype)] + ([np.dtype(np.float16)] if prec.name == "fp16" else [])
+    allowed = list(prec.out_dtypes)
     if want not in allowed:
         raise TypeError(f"{what}: {prec.name} gives C as {' or '.join(d.name for d in allowed)}; got {want.name}")
     return want
 
 
-DTYPE_PRECISION = {"float16": "fp16", "int8": "int8"}       # the dtypes that name a precision
-
-
 def _precision(a, precision):
     if precision is None:
         dtype = dtype_name(a)
-        inferred = DTYPE_PRECISION.get(dtype)
+        inferred = BY_DTYPE.get(dtype)
         if inferred is None:
-            raise TypeError(f"cannot infer the precision from dtype {dtype}: pass precision="
-                            "'fp16' (float16), 'int8' (int8) or 'int4' (uint8, packed)")
+            names = ", ".join(f"'{p.name}' ({np.dtype(p.host_dtype).name}{', packed' if p.packed else ''})"
+                              for p in PRECISIONS.values())
+            raise TypeError(f"cannot infer the precision from dtype {dtype}: pass precision= one of {names}")
         return inferred
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {tuple(PRECISIONS)}, got {precision!r}")
@@ -113,15 +111,15 @@ def _check_dtype(x, name, prec):
                         f"CuPy or Numba); got {type(x).__name__}" + (" on the CPU" if fw else ""))
     dtype = dtype_name(x)
     allowed = [np.dtype(prec.host_dtype).name]
-    if prec.name == "int4" and name == "b":
-        allowed.append("uint16")                     # K x N units (pack_int4_kn)
+    if prec.b_units is not None and name == "b":
+        allowed.append(np.dtype(prec.b_units).name)     # K x N in 16-bit units (pack_int4_kn)
     if dtype not in allowed:
-        what = "packed uint8 (numgemm.pack_int4)" if prec.name == "int4" else allowed[0]
+        what = f"packed {allowed[0]} (numgemm.pack_int4)" if prec.packed else allowed[0]
         raise TypeError(f"{prec.name} takes {name} as {what}; got dtype {dtype}")
 
 
 def _true_k(prec, width, k):
-    if prec.name != "int4":
+    if not prec.packed:
         if k is not None and k != width:
             raise ValueError(f"k={k} differs from the operands' K={width}")
         return width

@@ -17,7 +17,9 @@ SWIZZLE_BYTES = 128         # a swizzled shared row (and a TMA box's row): the 1
 #: width of cuBLAS's fp16 tiles on sm_90: m64n256 and m64n64 side by side). 32, 64, 192
 #: and 320 have routines for f16 with B as K x N only; 16 for s8 only (C^T where M <= 16).
 WGMMA_PARTS = {16: (16,), 32: (32,), 64: (64,), 128: (128,), 192: (192,), 256: (256,), 320: (256, 64)}
-_F16_KN_ONLY = (32, 64, 192, 320)
+#: wgmma N that some precision has only for a K x N B, or only for C^T (Precision.wgmma_kn_ns, wgmma_swap_ns)
+_KN_ONLY = tuple(sorted({n for p in PRECISIONS.values() for n in p.wgmma_kn_ns}))
+_SWAP_ONLY = tuple(sorted({n for p in PRECISIONS.values() for n in p.wgmma_swap_ns}))
 #: copy="tma": the most stages its ring of mbarriers may have (cp.async kernels: 5).
 RING_STAGES = 16
 
@@ -181,7 +183,7 @@ class KernelConfig:
     def wgmma_prec(self):
         """The precision of the wgmma the kernel issues: INT4's are s8 (wgmma
         has no s4 form: the s4 is widened first)."""
-        return PRECISIONS["int8"] if self.precision == "int4" else self.prec
+        return self.prec.wide
 
     @property
     def c_dtype(self):
@@ -296,10 +298,11 @@ class KernelConfig:
         s8 tiles of the same shape, read by the int8 k32 warp routine; else self."""
         if not self.widens_tile:
             return self
+        wide = self.prec.wide
         if self.op == "wgmma":      # s8 stages in the swizzle, as TMA lands int8_wgmma's
-            return self.replace(precision="int8", mma_k=32, unpack="none", copy="tma", a_regs=False, load_sets=2,
-                                widen_in="registers")
-        return self.replace(precision="int8", mma_k=32, unpack="none")
+            return self.replace(precision=wide.name, mma_k=wide.mma_ks[0], unpack="none", copy="tma", a_regs=False,
+                                load_sets=2, widen_in="registers")
+        return self.replace(precision=wide.name, mma_k=wide.mma_ks[0], unpack="none")
 
     @property
     def ksteps(self):
@@ -585,7 +588,8 @@ class KernelConfig:
         if self.op not in ("mma", "wmma", "wgmma", "dp4a"):
             err.append(f"op {self.op!r} is not mma, wmma, wgmma or dp4a")
         if self.op == "dp4a":     # no tensor cores: one thread per output of a bm x bn tile
-            if self.precision != "int8" or self.bm * self.bn != self.threads or self.b_layout != "nk":
+            if self.prec.kind != "integer" or self.prec.bits != 8 or self.bm * self.bn != self.threads \
+                    or self.b_layout != "nk":
                 raise ValueError("dp4a is int8 with B as N x K and one thread per output (bm * bn threads)")
             if self.split_k > 1:
                 raise ValueError("split_k > 1 is for the mma, WMMA and wgmma kernels (dp4a sums all of K itself)")
@@ -666,9 +670,10 @@ class KernelConfig:
             err.append("b_global must be cp_async or ldg16")
         if self.b_global == "ldg16" and self.b_layout != "kn":
             err.append("ldg16 copies the 16-bit units of a K x N B")
-        if self.b_layout == "kn" and self.precision == "int8":
-            err.append("K x N int8 B is not implemented (its k-pairs would need their own layout)")
-        if self.b_layout == "kn" and self.op == "wmma" and self.precision == "int4":
+        if self.b_layout not in p.b_layouts:
+            err.append(f"{self.precision} takes B as {' or '.join(x.upper() for x in p.b_layouts)}, not "
+                       f"{self.b_layout.upper()} (K x N int8 would need its k-pairs laid out apart)")
+        if self.op == "wmma" and self.b_layout not in p.wmma_b_layouts:
             err.append("sub-byte WMMA takes B col-major (N x K) only")
         if self.acc not in p.mma_types:
             err.append(f"{self.precision} cannot accumulate in {self.acc}")
@@ -687,8 +692,9 @@ class KernelConfig:
             err.append("unpack must be none, register, scaled, tile, tile_scaled or pass")
         if self.unpack in ("tile_scaled", "pass") and self.op != "wgmma":
             err.append(f"unpack={self.unpack} is a wgmma kernel's widening")
-        if self.unpack != "none" and (self.precision != "int4" or self.op not in ("mma", "wgmma")):
-            err.append("unpack applies to int4 mma and wgmma kernels")
+        if self.unpack != "none" and (not p.widens_to or self.op not in ("mma", "wgmma")):
+            widening = " or ".join(q.name for q in PRECISIONS.values() if q.widens_to)
+            err.append(f"unpack applies to {widening} (the precisions that widen) mma and wgmma kernels")
         if self.stage_c and (self.op != "wgmma" or self.widens_tile):
             err.append("stage_c: the epilogue of the TMA wgmma kernels' consumers (op=wgmma, copy=tma; the "
                        "widening kernels' consumers have no registers to spare for it)")
@@ -731,8 +737,8 @@ class KernelConfig:
             err.append(f"wgmma reads rows of {SWIZZLE_BYTES} bytes of K in the swizzle: bk={self.bk} is "
                        f"{self.shared_view.b_bk_bytes} bytes in shared memory")
         if not self.wgmma_prec.wgmma or self.bn not in WGMMA_PARTS or \
-                (self.bn in _F16_KN_ONLY and (self.precision != "fp16" or self.b_layout != "kn")) or \
-                (self.bn == 16 and (self.precision != "int8" or not self.swap)):
+                (self.bn in _KN_ONLY and (self.bn not in self.wgmma_prec.wgmma_kn_ns or self.b_layout != "kn")) or \
+                (self.bn in _SWAP_ONLY and (self.bn not in self.prec.wgmma_swap_ns or not self.swap)):
             err.append(f"wgmma: routines for N = 128 and 256 with f16 or s8 operands (and 32, 64, 192 and 320, "
                        f"320 as 256 + 64, with f16 B as K x N; 16 with s8, for C^T: swap), got bn={self.bn}, "
                        f"{self.precision}")
@@ -755,7 +761,7 @@ class KernelConfig:
                        "tile_scaled; with unpack=pass, always)")
         if self.unpack == "pass" and (self.bk_bytes * 2 != SWIZZLE_BYTES or self.b_layout != "nk"):
             err.append("unpack=pass: a k-tile of 64 bytes of s4 (128 of s8), B as N x K")
-        if self.swap and (not (self.unpack == "pass" or self.precision == "int8") or self.copy != "tma"
+        if self.swap and (not (self.unpack == "pass" or self.prec.swaps) or self.copy != "tma"
                           or self.stage_c or self.split_k > 1 or self.stream_k):
             err.append("swap: C^T from an INT8 or an unpack=pass INT4 TMA kernel, stored transposed from "
                        "registers (no stage_c; no split-K or stream-K, whose workspaces hold C's own layout)")
@@ -767,7 +773,7 @@ class KernelConfig:
                        f"rows of it), got {self.multicast!r} with cluster={self.cluster}, bm={self.bm}")
         if self.persistent and self.min_blocks != 1:
             err.append("persistent: one block per SM (min_blocks=1)")
-        if self.wgmma_prec.name == "int8" and self.b_layout != "nk":
+        if self.wgmma_prec.exact and self.b_layout != "nk":
             err.append("wgmma: integer B is K-major only (b_layout=nk)")
         return err
 

@@ -182,12 +182,11 @@ def measure_copy_bandwidth(nbytes=1 << 30):
 def ceiling_for(cfg_or_precision, ceilings):
     """The ceiling of the instruction a kernel issues: its precision's
     mma.sync, or (op="wgmma") its wgmma; an INT4 kernel that widens to s8
-    (unpack) is measured against s8, the instruction it runs on."""
+    (unpack) is measured against its wide precision's (s8), the instruction it runs on."""
     cfg = cfg_or_precision
-    precision = getattr(cfg, "precision", cfg)
-    if precision == "int4" and getattr(cfg, "unpack", "none") != "none":
-        precision = "int8"
-    prec = PRECISIONS[precision]
+    prec = PRECISIONS[getattr(cfg, "precision", cfg)]
+    if getattr(cfg, "unpack", "none") != "none":
+        prec = prec.wide
     if getattr(cfg, "op", "") == "wgmma":
         return ceilings.get(prec.wgmma, math.nan)
     return ceilings[prec.ceiling]
@@ -196,6 +195,6 @@ def ceiling_for(cfg_or_precision, ceilings):
 def fastest_ceiling(precision, ceilings):
     """A library's ceiling: the fastest of its precision's instructions
     measured here (mma.sync, or wgmma on sm_90), since it may issue either;
-    INT4's library is an INT8 GEMM."""
-    prec = PRECISIONS["int8" if precision == "int4" else precision]
+    a widening precision's library is its wide one's (INT4's: an INT8 GEMM)."""
+    prec = PRECISIONS[precision].wide
     return max(ceilings[prec.ceiling], ceilings.get(prec.wgmma, 0.0))

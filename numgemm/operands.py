@@ -20,8 +20,8 @@ def values(precision, batch, M, N, K, rng):
     """(a, b): a (batch, M, K); b (batch, K, N) for fp16, bt (batch, N, K) for int8 / int4."""
     prec = PRECISIONS[precision]
     if not prec.exact:
-        a = rng.standard_normal((batch, M, K), dtype=np.float32).astype(np.float16)
-        return a, rng.standard_normal((batch, K, N), dtype=np.float32).astype(np.float16)
+        a = rng.standard_normal((batch, M, K), dtype=np.float32).astype(prec.host_dtype)
+        return a, rng.standard_normal((batch, K, N), dtype=np.float32).astype(prec.host_dtype)
     lo, hi = prec.values
     return rng.integers(lo, hi, (batch, M, K), dtype=np.int8), rng.integers(lo, hi, (batch, N, K), dtype=np.int8)
 
@@ -37,9 +37,10 @@ def in_layout(precision, layout, a, b):
     """Host (a, b) as gemm() takes them for a kernel with this B layout: b a
     K x N view (the transpose of bt for "nk"); INT4 packed along K (K x N:
     pack_int4_kn's 16-bit units)."""
-    if precision == "fp16":         # b is K x N: as it is, or a view of its transpose (nk)
+    prec = PRECISIONS[precision]
+    if not prec.exact:              # b is K x N: as it is, or a view of its transpose (nk)
         return a, b if layout == "kn" else np.swapaxes(np.ascontiguousarray(np.swapaxes(b, -1, -2)), -1, -2)
-    if precision == "int4":
+    if prec.packed:
         a = pack_int4(a)
         if layout == "kn":
             return a, pack_int4_kn(np.swapaxes(b, -1, -2))
@@ -120,15 +121,14 @@ def reference(a, b, precision, b_layout="kn", k=None):
     packed: a (..., M, K/2); b (..., N, K/2) for 'nk', or pack_int4_kn's
     (..., K/4, N) uint16 units for 'kn'.
     """
-    if precision == "int4" and b_layout == "kn":         # 16-bit units of 4 k
+    prec = PRECISIONS[precision]
+    units = prec.b_units is not None and b_layout == "kn"      # 16-bit units of 4 k
+    if units:
         b = unpack_int4_kn(b, k)
-        precision_b = "int8"
-    else:
-        precision_b = precision
     b_nk = np.asarray(b) if b_layout == "nk" else np.swapaxes(np.asarray(b), -1, -2)
-    if precision == "int4":
+    if prec.packed:
         a = unpack_int4(a, k)
-    if precision_b == "int4":
-        b_nk = unpack_int4(b_nk, k)
-    wide = np.float64 if precision == "fp16" else np.int64
+        if not units:
+            b_nk = unpack_int4(b_nk, k)
+    wide = np.int64 if prec.exact else np.float64
     return np.asarray(a).astype(wide) @ np.swapaxes(b_nk.astype(wide), -1, -2)

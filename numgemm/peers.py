@@ -10,6 +10,7 @@ import functools
 import numpy as np
 
 from .operands import sample_expected, values
+from .precision import PRECISIONS
 
 
 def _torch():
@@ -50,7 +51,8 @@ def peer_runs(precision, M, N, K, batch, rng, sets=1, b_layout=None):
     sets overflow L2), not from L2. check() compares the last result with
     exact dot products on a sample of entries (numgemm.operands)."""
     torch = _torch()
-    if precision == "fp16":
+    library = PRECISIONS[precision].wide
+    if library.library == "cublas":
         host = [values(precision, batch, M, N, K, rng) for _ in range(sets)]
         if torch is not None and b_layout == "nk":      # an nn.Linear weight, N x K rows
             weights = [np.ascontiguousarray(np.swapaxes(b, -1, -2)) for _, b in host]
@@ -91,7 +93,7 @@ def peer_runs(precision, M, N, K, batch, rng, sets=1, b_layout=None):
     if torch is None or M <= 16:
         return []                   # torch._int_mm needs M > 16
     # Every batch's own operands, rotated as numgemm's are; B column-major (its fast layout).
-    host = [values("int8", batch, M, N, K, rng) for _ in range(sets)]
+    host = [values(library.name, batch, M, N, K, rng) for _ in range(sets)]
     ops = _Sets(host, [(torch.from_numpy(a).cuda(), torch.from_numpy(bt).cuda().transpose(-1, -2)) for a, bt in host])
     out = {}
 
@@ -99,7 +101,7 @@ def peer_runs(precision, M, N, K, batch, rng, sets=1, b_layout=None):
         ta, tb = ops.pick(i)
         out["c"] = [torch._int_mm(ta[z], tb[z]) for z in range(batch)]
     peers = [("cublaslt_int8 (torch._int_mm)", run,
-              lambda: _ok(torch.stack(out["c"]).cpu().numpy(), *ops.last_host, "int8"))]
+              lambda: _ok(torch.stack(out["c"]).cpu().numpy(), *ops.last_host, library.name))]
     triton = _triton()
     if triton is not None:
         tc = torch.empty((batch, M, N), dtype=torch.int32, device="cuda")
@@ -108,7 +110,7 @@ def peer_runs(precision, M, N, K, batch, rng, sets=1, b_layout=None):
             ta, tb = ops.pick(i)
             for z in range(batch):
                 triton.int8_mm(ta[z], tb[z], tc[z])
-        peers.append((triton.NAME, run_triton, lambda: _ok(tc.cpu().numpy(), *ops.last_host, "int8")))
+        peers.append((triton.NAME, run_triton, lambda: _ok(tc.cpu().numpy(), *ops.last_host, library.name)))
     return peers
 
 
@@ -141,6 +143,6 @@ def _ok(c, a, b, precision):
     # FP16 libraries may accumulate otherwise than numgemm: a looser tolerance than Precision's.
     at, ref = sample_expected(a, b, precision, np.random.default_rng(0), c.shape, 64)
     got = c[at].astype(np.float64)
-    if precision != "fp16":
+    if PRECISIONS[precision].exact:
         return bool(np.array_equal(got, ref))
     return bool(np.linalg.norm(got - ref) <= 1e-2 * np.linalg.norm(ref))

@@ -138,7 +138,7 @@ def make(a, b, shape, preset, out, stream):
     layout = views.layout(b3, "b", views.wanted_layout(precision, shape.cfg, b_units))
     b3 = views.unit_strides(b3, layout)
     views.row_major(a3, "a")
-    if precision == "int4" and (layout == "kn") != b_units:
+    if shape.prec.b_units is not None and (layout == "kn") != b_units:
         raise ValueError("INT4 b is either the transpose of a packed N x K array (uint8, "
                          "b = pack_int4(bt).T) or K x N uint16 units (pack_int4_kn(b)); "
                          f"got {checks.dtype_name(b)} laid out {layout.upper()}")

@@ -14,6 +14,8 @@ import math
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from .precision import PRECISIONS
 
 MISSING = "plots need matplotlib (pip install matplotlib); none written"
@@ -39,8 +41,9 @@ def _square(n):
 def intensity(precision, n, batch=1):
     """Operations per byte when A, B and C each cross memory once."""
     M, N, K = _square(n)
-    bits = PRECISIONS[precision].bits
-    out_bytes = 2 if precision == "fp16" else 4
+    prec = PRECISIONS[precision]
+    bits = prec.bits
+    out_bytes = np.dtype(prec.narrow_out if prec.narrow_out is not None else prec.out_dtype).itemsize
     return 2.0 * M * N * K / (bits / 8 * (M * K + K * N) + out_bytes * M * N)
 
 
@@ -55,7 +58,7 @@ def roofline(data, path, plt):
     for name, tops in data.get("ceilings", {}).items():
         ax.axhline(tops, lw=1, ls=":", color="gray")
         ax.text(hi, tops, f" {name} {tops:.0f}", va="center", fontsize=7)
-    marks = {"fp16": "o", "int8": "s", "int4": "^"}
+    marks = dict(zip(PRECISIONS, "os^Dv<>"))
     kernels = list(dict.fromkeys((r["preset"], r["kernel"]) for r in rows))
     colors = plt.cm.tab20.colors
     for i, key in enumerate(kernels):
@@ -70,7 +73,8 @@ def roofline(data, path, plt):
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (operations per byte of A, B and C)")
     ax.set_ylabel("T(FL)OPS")
-    ax.set_title(f"numgemm on {data.get('device', '?')}, {data.get('date', '')}: markers o fp16, s int8, ^ int4")
+    legend = ", ".join(f"{m} {p}" for p, m in marks.items())
+    ax.set_title(f"numgemm on {data.get('device', '?')}, {data.get('date', '')}: markers {legend}")
     if bw:
         ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()

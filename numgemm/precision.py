@@ -1,9 +1,13 @@
 """What each precision is: the one home of the per-precision facts.
 
-Every other module asks a Precision (``PRECISIONS["int8"]``) rather than
-keeping its own table: the element width, the mma.sync shapes and their
-routine names, the WMMA shape and its SASS, the dtypes gemm() takes and
-returns, the values the checks draw, the tolerance, the poison.
+Every other module asks a Precision (``PRECISIONS["int8"]``, or a kernel's
+``cfg.prec``) rather than testing a precision's name or keeping its own
+table: its kind (float or integer: how results are compared), the element
+width and packing, the mma.sync and wgmma shapes and their routine names,
+the SASS opcodes they compile to, the WMMA baseline, the dtypes gemm()
+takes and returns (and a narrower C), the layouts of B, the precision a
+widening kernel runs on, the library it is timed beside, the values the
+checks draw, the tolerance, the poison.
 """
 
 from dataclasses import dataclass
@@ -14,18 +18,32 @@ import numpy as np
 @dataclass(frozen=True)
 class Precision:
     name: str
+    kind: str                 # "float" (compared by relative error) or "integer" (compared exactly)
     bits: int                 # bits per input element
     acc: str                  # default accumulator: f32 | s32
     mma_ks: tuple             # k of the m16n8k mma shapes, largest first
     mma_types: dict           # accumulator -> the mma routine's type suffix (ptx_asm/mma.ptx)
     wmma: tuple               # (m, n, k) of the WMMA operation
-    wmma_name: str            # baselines/wmma_<name>.cu
+    wmma_name: str            # baselines/wmma_<name>.cu: its WMMA baseline
     wmma_sass: str            # the SASS opcode WMMA compiles to where it is native
     host_dtype: object        # dtype of the arrays gemm() takes (int4: packed uint8)
     out_dtype: object
     values: tuple             # [lo, hi) of the random integers the checks draw; () for normal floats
     ceiling: str              # the mma routine whose register-only loop is this precision's ceiling
     wgmma: str = ""           # the wgmma routine at N = 256 (ptx_asm/wgmma.ptx); "": none (s4)
+    sass_mma: str = ""        # the mma.sync opcode, {m}{n}{k} and {acc} (F32, F16) to fill in
+    sass_wgmma: str = ""      # the wgmma opcode, {m}x{n}x{k} to fill in
+    narrow_out: object = None  # a narrower C it may store (FP16: float16, the f32 sums rounded)
+    b_layouts: tuple = ("nk",)  # the layouts of B its kernels read ("kn": K x N, "nk": the transpose of N x K)
+    b_units: object = None    # where a K x N B comes as 16-bit units of k_per_unit k (INT4): their dtype
+    widens_to: str = ""       # the precision a widening kernel issues instructions of (INT4: int8)
+    wgmma_kn_ns: tuple = ()   # N of wgmma routines it has for a K x N B only (FP16's 32, 64, 192, 320)
+    swaps: bool = False       # its wgmma kernels may compute C^T = B A^T (swap)
+    wgmma_swap_ns: tuple = ()  # N of wgmma tiles it has for C^T only (INT8's 16)
+    library: str = ""         # the library GEMM it is timed beside (peers.py); a widening precision: its wide one's
+    dtype_names: bool = True  # whether its host dtype names it (INT4's packed uint8 does not)
+    wmma_regs: tuple = ()     # the WMMA fragments: uint32 per thread of A and of B, accumulators per thread
+    wmma_b_layouts: tuple = ("nk",)  # the layouts of B its WMMA fragments load
 
     def kbytes(self, k):
         """Bytes that k elements take in a row (INT4: two per byte)."""
@@ -41,7 +59,29 @@ class Precision:
     @property
     def exact(self):
         """Integer results are exact: compared entry for entry."""
-        return self.name != "fp16"
+        return self.kind == "integer"
+
+    @property
+    def packed(self):
+        """Several elements to a byte (INT4: two, along K)."""
+        return self.bits < 8
+
+    @property
+    def wide(self):
+        """The precision whose instructions a kernel that widens this one
+        issues (INT4: int8's s8), or this one."""
+        return PRECISIONS[self.widens_to] if self.widens_to else self
+
+    @property
+    def out_dtypes(self):
+        """The dtypes C may have: the accumulator's, then a narrower one."""
+        return (np.dtype(self.out_dtype),) + ((np.dtype(self.narrow_out),) if self.narrow_out is not None else ())
+
+    def mma_sass(self, m, n, k, acc="f32"):
+        return self.sass_mma.format(m=m, n=n, k=k, acc=acc.upper())
+
+    def wgmma_sass(self, m, n, k):
+        return self.sass_wgmma.format(m=m, n=n, k=k)
 
     def tolerance(self, acc=""):
         """Relative Frobenius error a result may have against the float64
@@ -84,12 +124,22 @@ class Precision:
 
 
 PRECISIONS = {
-    "fp16": Precision("fp16", 16, "f32", (16, 8), {"f32": "f16_f32", "f16": "f16_f16"}, (16, 16, 16), "f16",
+    "fp16": Precision("fp16", "float", 16, "f32", (16, 8), {"f32": "f16_f32", "f16": "f16_f16"}, (16, 16, 16), "f16",
                       "HMMA.16816.F32", np.float16, np.float32, (), "mma_m16n8k16_f16_f32",
-                      "wgmma_m64n256k16_f32_f16_f16"),
-    "int8": Precision("int8", 8, "s32", (32, 16), {"s32": "s8_s32"}, (16, 16, 16), "s8",
+                      "wgmma_m64n256k16_f32_f16_f16", sass_mma="HMMA.{m}{n}{k}.{acc}",
+                      sass_wgmma="HGMMA.{m}x{n}x{k}.F32", narrow_out=np.float16, b_layouts=("kn", "nk"),
+                      wgmma_kn_ns=(32, 64, 192, 320), library="cublas", wmma_regs=(8, 8, 8),
+                      wmma_b_layouts=("nk", "kn")),
+    "int8": Precision("int8", "integer", 8, "s32", (32, 16), {"s32": "s8_s32"}, (16, 16, 16), "s8",
                       "IMMA.16816.S8.S8", np.int8, np.int32, (-128, 128), "mma_m16n8k32_s8_s32",
-                      "wgmma_m64n256k32_s32_s8_s8"),
-    "int4": Precision("int4", 4, "s32", (64, 32), {"s32": "s4_s32"}, (8, 8, 32), "s4",
-                      "IMMA.8832.S4.S4", np.uint8, np.int32, (-8, 8), "mma_m16n8k64_s4_s32"),
+                      "wgmma_m64n256k32_s32_s8_s8", sass_mma="IMMA.{m}{n}{k}.S8.S8",
+                      sass_wgmma="IGMMA.{m}x{n}x{k}.S8.S8", swaps=True, wgmma_swap_ns=(16,), library="cublaslt",
+                      wmma_regs=(2, 2, 8), wmma_b_layouts=("nk", "kn")),
+    "int4": Precision("int4", "integer", 4, "s32", (64, 32), {"s32": "s4_s32"}, (8, 8, 32), "s4",
+                      "IMMA.8832.S4.S4", np.uint8, np.int32, (-8, 8), "mma_m16n8k64_s4_s32",
+                      sass_mma="IMMA.{m}{n}{k}.S4.S4", b_layouts=("nk", "kn"), b_units=np.uint16, widens_to="int8",
+                      library="cublaslt", dtype_names=False, wmma_regs=(1, 1, 2)),
 }
+
+#: The precisions whose dtype names them: a's dtype -> precision (INT4's packed uint8 names none).
+BY_DTYPE = {np.dtype(p.host_dtype).name: p.name for p in PRECISIONS.values() if p.dtype_names}

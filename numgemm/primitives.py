@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from types import ModuleType
 
 from llvmlite import ir
-from numba import cuda, types
+from numba import cuda, from_dtype, types
 from numba.cuda import cgutils
 from numba.cuda.extending import intrinsic
 
@@ -390,19 +390,14 @@ class WmmaOp:
     def path(self):
         return str(BASELINES_DIR / f"wmma_{self.precision}.cu")
 
-    @property
-    def elem(self):
-        """Numba type of the elements the tile pointers point at (s4: packed bytes)."""
-        return {"f16": types.float16, "s8": types.int8, "s4": types.uint8}[self.precision]
+    elem: object          # Numba type of the elements the tile pointers point at (s4: packed bytes)
+    acc: object           # Numba type of the accumulators
 
 
-# The shapes are the precisions' (numgemm.precision); the registers are the fragments'.
-_SHAPE = {p.wmma_name: p.wmma for p in PRECISIONS.values()}
-WMMA = {
-    "f16": WmmaOp("f16", _SHAPE["f16"], 8, 8, 8, ("nk", "kn")),
-    "s8": WmmaOp("s8", _SHAPE["s8"], 2, 2, 8, ("nk", "kn")),
-    "s4": WmmaOp("s4", _SHAPE["s4"], 1, 1, 2, ("nk",)),
-}
+#: The WMMA baselines, from the precisions that have one (numgemm.precision).
+WMMA = {p.wmma_name: WmmaOp(p.wmma_name, p.wmma, *p.wmma_regs, p.wmma_b_layouts, from_dtype(p.host_dtype),
+                            from_dtype(p.out_dtype))
+        for p in PRECISIONS.values() if p.wmma_name}
 
 
 def wmma_functions(precision):
@@ -421,7 +416,7 @@ def wmma_functions(precision):
         enable_wmma_headers()
         op = WMMA[precision]
         elem = op.elem
-        acc = types.float32 if precision == "f16" else types.int32
+        acc = op.acc
         u32p, ep, accp = types.CPointer(types.uint32), types.CPointer(elem), types.CPointer(acc)
         sigs = {
             "load_a": types.int32(u32p, ep, types.uint32),

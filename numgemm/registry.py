@@ -19,6 +19,7 @@ warp tiles); they stay padded, as WMMA reads rows of one stride.
 """
 
 from .config import KernelConfig, field_suffix
+from .precision import PRECISIONS
 from .toolchain import has_native_s4_mma
 
 PRESETS = ("paper", "tuned")
@@ -162,7 +163,7 @@ REGISTRY = {preset: {n: c for fam in FAMILIES[preset].values() for n, c in fam.i
             for preset in PRESETS}
 
 #: The WMMA baseline each kernel is compared with in the bench.
-BASELINE = {"fp16": "fp16_wmma", "int8": "int8_wmma", "int4": "int4_wmma"}
+BASELINE = {p.name: f"{p.name}_wmma" for p in PRECISIONS.values() if p.wmma_name}
 
 
 def family_base(family):
@@ -204,7 +205,7 @@ def default(precision, b_layout, preset="tuned", cc=None, m=None, k=None):
     there, exactly; elsewhere exactly where K is past the scaled widening's reach); for M <= 16 the small-M
     tiling where there is one; on sm_90 the precision's wgmma kernel, else the
     mma kernel's copy="tma" twin, where there is one."""
-    if precision == "int4" and b_layout == "nk" and cc is not None:
+    if PRECISIONS[precision].packed and b_layout == "nk" and cc is not None:
         name = "int4_ptx_mma_k64" if has_native_s4_mma(cc) else "int4_ptx_unpack_s8"
         if tuple(cc) >= (9, 0) and "int4_wgmma_unpack_s8" in REGISTRY[preset] and (m is None or m > 16):
             name = "int4_wgmma_unpack_s8"       # sm_90a: B widened by a kernel of its own, A by the consumers
@@ -265,7 +266,7 @@ def choices(precision, cc):
     where it is emulated (sm_90)."""
     native = has_native_s4_mma(cc)
     return [n for n in CHOICES[precision] if REGISTRY["tuned"][n].unsupported(cc) is None
-            and (precision != "int4" or (REGISTRY["tuned"][n].unpack == "none") == native)]
+            and (not PRECISIONS[precision].packed or (REGISTRY["tuned"][n].unpack == "none") == native)]
 
 
 def describe_default(precision, cc, preset="tuned"):

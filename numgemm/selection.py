@@ -6,9 +6,9 @@ import numpy as np
 
 from .cli import UsageError, kernel_names
 from .measure import log
+from .precision import PRECISIONS
 
-
-PRECISION_ORDER = ("fp16", "int8", "int4")
+PRECISION_ORDER = tuple(PRECISIONS)
 SIZES = (512, 1024, 2048, 4096, 8192)
 
 
@@ -88,7 +88,7 @@ def c_as_asked(cfg, args, chosen=False):
     or None for a kernel that cannot (WMMA), which the run leaves out."""
     from .api import with_c_dtype
 
-    if getattr(args, "out_dtype", "float32") == "float32" or cfg.precision != "fp16":
+    if getattr(args, "out_dtype", "float32") == "float32" or cfg.prec.narrow_out is None:
         return cfg
     try:
         return with_c_dtype(cfg, np.dtype(args.out_dtype), chosen)

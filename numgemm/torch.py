@@ -14,12 +14,15 @@ registered (run them under torch.no_grad() or inference_mode()).
 
 from typing import Optional
 
+import numpy as np
 import torch
 
 from . import api
+from .precision import PRECISIONS
 
-_PRECISION = {torch.float16: "fp16", torch.int8: "int8"}
-_C_DTYPE = {"fp16": torch.float32, "int8": torch.int32, "int4": torch.int32}
+#: torch's dtypes of the precisions a dtype names, and each precision's C
+_PRECISION = {getattr(torch, np.dtype(p.host_dtype).name): p.name for p in PRECISIONS.values() if p.dtype_names}
+_C_DTYPE = {p.name: getattr(torch, np.dtype(p.out_dtype).name) for p in PRECISIONS.values()}
 
 
 @torch.library.custom_op("numgemm::gemm", mutates_args=())

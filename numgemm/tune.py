@@ -59,10 +59,11 @@ def candidates(precision, cc, shape, sms, b_layout=None):
             swapped = base.replace(swap=True, stage_c=False)
             tilings = {f"_{swapped.bm}x{swapped.bn}": swapped, **_smaller_tiles(swapped)}
             pool.update({f"{name}_swap{tag}": cfg for tag, cfg in tilings.items()})
-        if base.precision == "int8" and base.op == "wgmma" and M <= 16:     # C^T 16 columns wide, B by TMA
+        if base.prec.wgmma_swap_ns and base.op == "wgmma" and M <= 16:     # C^T 16 columns wide, B by TMA
             for bm in (64, 128):
-                swapped = base.replace(swap=True, stage_c=False, bn=16, bm=bm, warps_m=bm // 16)
-                pool[f"{name}_swap_{bm}x16"] = swapped.replace(stages=_deepest(swapped))
+                swapped = base.replace(swap=True, stage_c=False, bn=base.prec.wgmma_swap_ns[0], bm=bm,
+                                       warps_m=bm // 16)
+                pool[f"{name}_swap_{bm}x{swapped.bn}"] = swapped.replace(stages=_deepest(swapped))
         # wgmma's 64-row tiles are for M > 16 (the small-M tiles' shapes below); its
         # clusters pair tile rows, so that below 256 rows of M one CTA computes zeros.
         if base.op == "wgmma" and (M <= 16 or (base.cluster > 1 and M <= 128)):
@@ -104,8 +105,9 @@ def _smaller_tiles(cfg):
             flip = "_pw" if cfg.a_regs else "_rs"
             shapes.update({tag + flip: dict(change, a_regs=not cfg.a_regs) for tag, change in list(shapes.items())})
         else:       # TMA's ring as deep as shared memory holds (and FP16's 64 x 64 tiles)
-            if cfg.precision == "fp16" and cfg.b_layout == "kn":
-                shapes.update({f"_64x{bn}": dict(bm=64, warps_m=4, bn=bn) for bn in (64, 32)})
+            if cfg.b_layout == "kn":    # FP16's 64 x 64 and 64 x 32: routines for a K x N B only
+                shapes.update({f"_64x{bn}": dict(bm=64, warps_m=4, bn=bn) for bn in (64, 32)
+                               if bn in cfg.wgmma_prec.wgmma_kn_ns})
             shapes = {tag: dict(change, stages=_deepest(cfg.replace(**change))) for tag, change in shapes.items()}
     elif cfg.bm == 16:              # small-M: half as wide, the same warps sharing more of K
         shapes = {"_16x32": dict(bn=32, warps_n=max(1, cfg.warps_n // 2), warps_k=cfg.warps_k * 2)}

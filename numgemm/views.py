@@ -8,6 +8,7 @@ from numba import cuda
 from numba.cuda.cudadrv.devicearray import DeviceNDArray
 
 from . import frameworks, registry
+from .precision import PRECISIONS
 
 
 def device(x, name):
@@ -39,7 +40,6 @@ def transposed(x):
     return view(x, tuple(shape), tuple(strides))
 
 
-
 def layout(b, name, wanted):
     """B's layout by its strides: "kn" (its rows contiguous) or "nk" (its
     columns). A one-wide B (N or K of 1) has both; then `wanted` decides."""
@@ -60,7 +60,7 @@ def wanted_layout(precision, cfg, b_units):
     layout of the precision's kernels."""
     if cfg is not None:
         return cfg.b_layout
-    if precision == "int4":
+    if PRECISIONS[precision].b_units is not None:
         return "kn" if b_units else "nk"
     return registry.choice_layout(precision)
 

@@ -53,7 +53,7 @@ def test_derived_sizes():
     (dict(smem_pad=8), "smem_pad"),
     (dict(a_ldmatrix=3), "a_ldmatrix must be 1, 2 or 4"),
     (dict(cache="cs"), "cache"),
-    (dict(b_layout="kn"), "K x N int8 B is not implemented"),
+    (dict(b_layout="kn"), "int8 takes B as NK, not KN"),
     (dict(acc="f16"), "cannot accumulate in f16"),
     (dict(bm=100), "warp tile"),
     (dict(unpack="shared"), "unpack must be"),

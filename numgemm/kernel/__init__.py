@@ -247,7 +247,7 @@ def expected_sass(cfg, target):
     reported by numgemm.inspect.s4_note)."""
     if cfg.op == "dp4a":
         return "IDP.4A.S8.S8", False
-    s4 = cfg.precision == "int4" and cfg.unpack == "none"
+    s4 = cfg.prec.packed and cfg.unpack == "none"         # sub-byte mma.sync, native or emulated
     if s4 and not has_native_s4_mma(parse_target(target)):
         return "IMMA", True                 # the emulation's s8 IMMA, behind calls
     if cfg.op == "wmma":
@@ -255,9 +255,8 @@ def expected_sass(cfg, target):
     m, n, k = cfg.op_shape
     if cfg.op == "wgmma":
         n = WGMMA_PARTS[n][0]               # the first (widest) of the instructions side by side
-        return f"HGMMA.{m}x{n}x{k}.F32" if cfg.precision == "fp16" else f"IGMMA.{m}x{n}x{k}.S8.S8", False
-    if cfg.precision == "fp16":
-        return f"HMMA.{m}{n}{k}.{'F16' if cfg.acc == 'f16' else 'F32'}", False
-    if cfg.precision == "int8" or cfg.unpack != "none":
-        return f"IMMA.{m}{n}{32 if cfg.unpack != 'none' else k}.S8.S8", False
-    return f"IMMA.{m}{n}{k}.S4.S4", False
+        return cfg.wgmma_prec.wgmma_sass(m, n, k), False
+    if cfg.unpack != "none":                # widened: the wide precision's mma.sync
+        wide = cfg.prec.wide
+        return wide.mma_sass(m, n, wide.mma_ks[0], cfg.acc), False
+    return cfg.prec.mma_sass(m, n, k, cfg.acc), False

@@ -241,7 +241,7 @@ def _packed_word(cfg):
     """A 32-bit fragment register loaded element by element and packed: two
     16-bit elements with mov.b32 (fp16), four bytes with prmt (int8, int4)."""
     ptx = P.routines(cfg.linkage)
-    if cfg.precision == "fp16":
+    if cfg.prec.bits == 16:
         pack = ptx.pack_b16x2
         return device(lambda addr: pack(_ld16(addr), _ld16(addr + 2)))
     pack = ptx.pack_b8x4

@@ -25,8 +25,8 @@ def routine(cfg):
     mi, nj = wm // om, wn // on
     na, nb, nacc = w.op.a_regs, w.op.b_regs, w.op.acc_regs
     ksb, pitch_a, pitch_b = cfg.kstep_bytes, cfg.pitch_a, cfg.pitch_b
-    shift = 1 if cfg.precision == "fp16" else 0                # byte offset -> element
-    per_byte = 2 if cfg.precision == "int4" else 1             # WMMA elements per byte
+    shift = 1 if cfg.prec.bits == 16 else 0                    # byte offset -> element
+    per_byte = max(1, 8 // cfg.prec.bits)                      # WMMA elements per byte
     lda, ldb = (pitch_a * per_byte) >> shift, (pitch_b * per_byte) >> shift
     layout = cfg.b_layout
     acc_t = ACC[cfg.acc]

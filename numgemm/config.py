@@ -14,12 +14,9 @@ from .toolchain import parse_target, target_name
 
 SWIZZLE_BYTES = 128         # a swizzled shared row (and a TMA box's row): the 128-byte swizzle's span
 #: op="wgmma": the N of each instruction a k step issues, by the tile's bn (320, the
-#: width of cuBLAS's fp16 tiles on sm_90: m64n256 and m64n64 side by side). 32, 64, 192
-#: and 320 have routines for f16 with B as K x N only; 16 for s8 only (C^T where M <= 16).
+#: width of cuBLAS's fp16 tiles on sm_90: m64n256 and m64n64 side by side). Which N a
+#: precision has routines for, in which B layout: Precision.wgmma_ns, wgmma_kn_ns, wgmma_swap_ns.
 WGMMA_PARTS = {16: (16,), 32: (32,), 64: (64,), 128: (128,), 192: (192,), 256: (256,), 320: (256, 64)}
-#: wgmma N that some precision has only for a K x N B, or only for C^T (Precision.wgmma_kn_ns, wgmma_swap_ns)
-_KN_ONLY = tuple(sorted({n for p in PRECISIONS.values() for n in p.wgmma_kn_ns}))
-_SWAP_ONLY = tuple(sorted({n for p in PRECISIONS.values() for n in p.wgmma_swap_ns}))
 #: copy="tma": the most stages its ring of mbarriers may have (cp.async kernels: 5).
 RING_STAGES = 16
 
@@ -736,12 +733,14 @@ class KernelConfig:
         if self.shared_view.b_bk_bytes != SWIZZLE_BYTES:
             err.append(f"wgmma reads rows of {SWIZZLE_BYTES} bytes of K in the swizzle: bk={self.bk} is "
                        f"{self.shared_view.b_bk_bytes} bytes in shared memory")
-        if not self.wgmma_prec.wgmma or self.bn not in WGMMA_PARTS or \
-                (self.bn in _KN_ONLY and (self.bn not in self.wgmma_prec.wgmma_kn_ns or self.b_layout != "kn")) or \
-                (self.bn in _SWAP_ONLY and (self.bn not in self.prec.wgmma_swap_ns or not self.swap)):
-            err.append(f"wgmma: routines for N = 128 and 256 with f16 or s8 operands (and 32, 64, 192 and 320, "
-                       f"320 as 256 + 64, with f16 B as K x N; 16 with s8, for C^T: swap), got bn={self.bn}, "
-                       f"{self.precision}")
+        w = self.wgmma_prec
+        if not w.wgmma or self.bn not in WGMMA_PARTS or not (
+                self.bn in w.wgmma_ns or (self.bn in w.wgmma_kn_ns and self.b_layout == "kn")
+                or (self.bn in self.prec.wgmma_swap_ns and self.swap)):
+            err.append(f"wgmma: {self.precision} has routines for N = {', '.join(map(str, w.wgmma_ns))}"
+                       + (f" (and {', '.join(map(str, w.wgmma_kn_ns))} with B as K x N)" if w.wgmma_kn_ns else "")
+                       + (f" (and {', '.join(map(str, self.prec.wgmma_swap_ns))} for C^T: swap)"
+                          if self.prec.wgmma_swap_ns else "") + f", got bn={self.bn}")
         if self.copy != ("cp_async" if self.widens_tile else "tma") or self.linkage != "inline" \
                 or self.unpack not in ("none", "tile", "tile_scaled", "pass"):
             err.append("wgmma: its stages come by TMA (copy=tma; INT4 unpack=pass), or for INT4 widened by the "

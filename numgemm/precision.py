@@ -37,7 +37,8 @@ class Precision:
     b_layouts: tuple = ("nk",)  # the layouts of B its kernels read ("kn": K x N, "nk": the transpose of N x K)
     b_units: object = None    # where a K x N B comes as 16-bit units of k_per_unit k (INT4): their dtype
     widens_to: str = ""       # the precision a widening kernel issues instructions of (INT4: int8)
-    wgmma_kn_ns: tuple = ()   # N of wgmma routines it has for a K x N B only (FP16's 32, 64, 192, 320)
+    wgmma_ns: tuple = ()      # N of its wgmma routines for B in either layout
+    wgmma_kn_ns: tuple = ()   # N of its wgmma routines for a K x N B only (FP16's 192, and 320 as 256 + 64)
     swaps: bool = False       # its wgmma kernels may compute C^T = B A^T (swap)
     wgmma_swap_ns: tuple = ()  # N of wgmma tiles it has for C^T only (INT8's 16)
     library: str = ""         # the library GEMM it is timed beside (peers.py); a widening precision: its wide one's
@@ -128,12 +129,12 @@ PRECISIONS = {
                       "HMMA.16816.F32", np.float16, np.float32, (), "mma_m16n8k16_f16_f32",
                       "wgmma_m64n256k16_f32_f16_f16", sass_mma="HMMA.{m}{n}{k}.{acc}",
                       sass_wgmma="HGMMA.{m}x{n}x{k}.F32", narrow_out=np.float16, b_layouts=("kn", "nk"),
-                      wgmma_kn_ns=(32, 64, 192, 320), library="cublas", wmma_regs=(8, 8, 8),
+                      wgmma_ns=(32, 64, 128, 256), wgmma_kn_ns=(192, 320), library="cublas", wmma_regs=(8, 8, 8),
                       wmma_b_layouts=("nk", "kn")),
     "int8": Precision("int8", "integer", 8, "s32", (32, 16), {"s32": "s8_s32"}, (16, 16, 16), "s8",
                       "IMMA.16816.S8.S8", np.int8, np.int32, (-128, 128), "mma_m16n8k32_s8_s32",
                       "wgmma_m64n256k32_s32_s8_s8", sass_mma="IMMA.{m}{n}{k}.S8.S8",
-                      sass_wgmma="IGMMA.{m}x{n}x{k}.S8.S8", swaps=True, wgmma_swap_ns=(16,), library="cublaslt",
+                      sass_wgmma="IGMMA.{m}x{n}x{k}.S8.S8", wgmma_ns=(128, 256), swaps=True, wgmma_swap_ns=(16,), library="cublaslt",
                       wmma_regs=(2, 2, 8), wmma_b_layouts=("nk", "kn")),
     "int4": Precision("int4", "integer", 4, "s32", (64, 32), {"s32": "s4_s32"}, (8, 8, 32), "s4",
                       "IMMA.8832.S4.S4", np.uint8, np.int32, (-8, 8), "mma_m16n8k64_s4_s32",

@@ -105,9 +105,8 @@ def _smaller_tiles(cfg):
             flip = "_pw" if cfg.a_regs else "_rs"
             shapes.update({tag + flip: dict(change, a_regs=not cfg.a_regs) for tag, change in list(shapes.items())})
         else:       # TMA's ring as deep as shared memory holds (and FP16's 64 x 64 tiles)
-            if cfg.b_layout == "kn":    # FP16's 64 x 64 and 64 x 32: routines for a K x N B only
-                shapes.update({f"_64x{bn}": dict(bm=64, warps_m=4, bn=bn) for bn in (64, 32)
-                               if bn in cfg.wgmma_prec.wgmma_kn_ns})
+            shapes.update({f"_64x{bn}": dict(bm=64, warps_m=4, bn=bn) for bn in (64, 32)     # FP16's
+                           if bn in cfg.wgmma_prec.wgmma_ns})
             shapes = {tag: dict(change, stages=_deepest(cfg.replace(**change))) for tag, change in shapes.items()}
     elif cfg.bm == 16:              # small-M: half as wide, the same warps sharing more of K
         shapes = {"_16x32": dict(bn=32, warps_n=max(1, cfg.warps_n // 2), warps_k=cfg.warps_k * 2)}

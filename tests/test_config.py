@@ -194,7 +194,7 @@ def test_swap_is_c_transposed_from_tma_kernels():
                      (registry.get("fp16_wgmma"), dict(swap=True, stage_c=False))):
         with pytest.raises(ValueError, match=message):
             cfg.replace(**bad)
-    with pytest.raises(ValueError, match="16 with s8, for C\\^T"):
+    with pytest.raises(ValueError, match="16 for C\\^T: swap"):
         narrow.replace(swap=False)
 
 
@@ -315,3 +315,18 @@ def test_half_c_is_fp16_with_f32_sums():
             half.replace(**changes)
     with pytest.raises(ValueError, match="acc=f32"):
         KernelConfig("int8", out="f16")
+
+
+def test_fp16_wgmma_tiles_of_64_and_32_columns_take_b_in_either_layout():
+    """FP16 has m64n64 and m64n32 wgmma routines for a K-major B (an N x K
+    weight) as for a K x N one; 192 and 320 only for K x N; INT8 neither."""
+    from numgemm import registry
+
+    base = registry.get("fp16_wgmma").replace(bm=64, warps_m=4, stages=4)
+    for bn in (64, 32):
+        for layout in ("kn", "nk"):
+            assert base.replace(bn=bn, b_layout=layout).bn == bn
+    with pytest.raises(ValueError, match="192, 320 with B as K x N"):
+        base.replace(bn=192, b_layout="nk")
+    with pytest.raises(ValueError, match="int8 has routines for N = 128, 256"):
+        registry.get("int8_wgmma").replace(bm=64, warps_m=4, bn=64, stages=4)

@@ -274,6 +274,8 @@ def test_tma_operands_of_every_shape(name, rng):
                                          ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=32, stages=16)),
                                          ("fp16_wgmma", dict(bm=64, warps_m=4, bn=32, stages=8, persistent=False)),
                                          ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=32, stages=8, split_k=2)),
+                                         ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=64, stages=8, b_layout="nk")),
+                                         ("fp16_wgmma", dict(bm=64, warps_m=4, bn=32, stages=8, b_layout="nk")),
                                          ("fp16_wgmma", dict(stage_c=False)), ("int8_wgmma_cl1", dict(stage_c=False)),
                                          ("fp16_wgmma_c16", dict(c_tma=True)), ("int8_wgmma_cl1", dict(c_tma=True)),
                                          ("fp16_wgmma", dict(c_tma=True, cluster=1, persistent=False)),
@@ -443,6 +445,17 @@ def test_wgmma_32_columns_in_the_64_byte_swizzle():
     assert cfg.replace(bn=64, stages=8).b_swizzle == cfg.replace(b_layout="nk", bn=128, stages=4).b_swizzle == 128
     b = build_config(cfg, "sm_90")
     assert b.count("HGMMA.64x32x16.F32") >= cfg.ksteps and b.local_bytes == 0 and b.calls == 0
+
+
+@pytest.mark.parametrize("bn", [64, 32])
+def test_wgmma_narrow_tiles_read_an_n_x_k_weight(bn):
+    """An N x K B (K-major, an nn.Linear weight) in tiles 64 or 32 columns
+    wide: m64n64k16 or m64n32k16 without the transpose, B's rows in the
+    128-byte swizzle as for wider tiles; no local memory, no calls."""
+    cfg = registry.get("fp16_wgmma_cl1").replace(bm=64, warps_m=4, bn=bn, stages=8, b_layout="nk")
+    assert cfg.b_swizzle == 128 and cfg.tma_box_rows == (64, bn)
+    b = build_config(cfg, "sm_90")
+    assert b.count(f"HGMMA.64x{bn}x16.F32") >= cfg.ksteps and b.local_bytes == 0 and b.calls == 0
 
 
 @pytest.mark.parametrize("name,fields", [("fp16_wgmma", {}), ("fp16_wgmma_c16", {}), ("int8_wgmma_cl1", {}),

@@ -8,6 +8,7 @@ import pytest
 from numgemm import registry, tune, tuning
 from numgemm.config import KernelConfig
 from numgemm.kernel import build_config, prebuild_offline
+from numgemm.selection import LLM_SHAPES
 
 H200 = (9, 0)
 
@@ -99,20 +100,22 @@ SHIPPED = tuning.SHIPPED / "sm_90.json"
 @pytest.mark.skipif(not SHIPPED.is_file(), reason="no shipped sm_90 winners")
 def test_shipped_winners_cover_every_class_and_build(monkeypatch, tmp_path):
     """The package's sm_90 winners: an entry for each precision at every
-    shape --tune measures, each a valid config that builds for sm_90 (the
-    kernel cache's, or built here)."""
+    shape --tune measures, and for FP16 with B as an N x K weight at every
+    --shapes llm shape (4096^3 and 8192^3 take the 2048^3 one), each a valid
+    config that builds for sm_90 (the kernel cache's, or built here)."""
     doc = json.loads(SHIPPED.read_text())
     assert doc["arch"] == "sm_90" and doc["device"] and doc["date"]
-    got = {(e["precision"], e["m"], e["n"], e["k"]) for e in doc["entries"]}
-    assert got == {(p, *s) for p in ("fp16", "int8", "int4") for s in tune.SHAPES}
+    got = {(e["precision"], e["config"]["b_layout"], e["m"], e["n"], e["k"]) for e in doc["entries"]}
+    llm = [tuple(map(int, s.split("x"))) for s in LLM_SHAPES]
+    assert got == {(p, "kn" if p == "fp16" else "nk", *s) for p in ("fp16", "int8", "int4") for s in tune.SHAPES} | \
+        {("fp16", "nk", *s) for s in llm}
     # No user file in the way; the kernel cache stays the user's, so that a warm run builds nothing.
     monkeypatch.setattr(tuning, "winners_files", lambda arch: [tmp_path / f"{arch}.json", SHIPPED])
     tuning._entries.cache_clear()
     tuning.choose.cache_clear()
     try:
         for e in doc["entries"]:
-            cfg = tuning.choose(e["precision"], "kn" if e["precision"] == "fp16" else "nk", e["m"], e["n"], e["k"],
-                                H200)
+            cfg = tuning.choose(e["precision"], e["config"]["b_layout"], e["m"], e["n"], e["k"], H200)
             assert cfg.describe() == e["config"], e["kernel"]
     finally:
         tuning._entries.cache_clear()

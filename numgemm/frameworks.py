@@ -17,6 +17,8 @@ import sys
 
 import numpy as np
 
+from . import driver
+
 ORDER = ("torch", "cupy", "numba")
 
 
@@ -142,16 +144,9 @@ class Allocator:
         _, view = self.empty(shape, dtype)
         nbytes = view.size * view.dtype.itemsize
         check(drv.cuMemsetD8Async(view.device_ctypes_pointer.value, 0, nbytes, drv.CUstream(self.stream)))
-        if not capturing(self.stream):
+        if not driver.capturing(self.stream):
             check(drv.cuStreamSynchronize(drv.CUstream(self.stream)))
         return view
-
-
-def capturing(stream):
-    """Whether stream (a raw handle) is being captured into a CUDA graph."""
-    from . import driver
-
-    return driver.capturing(stream)
 
 
 def check(result):

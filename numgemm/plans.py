@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import cuda
 
-from . import checks, frameworks, registry, tensormap, tuning, views
+from . import checks, driver, frameworks, registry, tensormap, tuning, views
 from .config import KernelConfig
 from .launches import Address, Launch
 
@@ -105,7 +105,7 @@ class GemmPlan:
             stream = self.stream
         else:
             stream = frameworks.current_stream(self.framework, self.device)
-        if not self._held and self.stateful and frameworks.capturing(stream):
+        if not self._held and self.stateful and driver.capturing(stream):
             tensormap.GRAPHS_HOLD.append(self.prepared)
             self._held = True
         self.prepared(stream)

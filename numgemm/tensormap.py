@@ -132,25 +132,25 @@ def moved(held, moves, stream=0, alloc=None):
 def _held(key, stream, alloc, on_stream=False):
     with _LOCK:
         held = _RECENT.get(key) or _LIVE.get(key)
-        if held is None and on_stream:
-            held = _ON_STREAM.get((stream, key))
-            if held is None and not driver.capturing(stream):
-                held = _ON_STREAM[stream, key] = _written_by_kernel(_slot(key[0]), key, stream)
-            if held is not None:
-                _ON_STREAM.move_to_end((stream, key))
-                if len(_ON_STREAM) > _CACHED:
-                    _ON_STREAM.popitem(last=False)
-                return held
-        if held is None:
-            if driver.capturing(stream):      # a copy cannot run inside a capture: the graph writes them, uncached
-                return _written_by_graph(key, stream, alloc)
-            held = _new_maps(key[0], [_encode(*spec) for spec in key[1:]], key)
-            _LIVE[key] = held
-        _RECENT[key] = held
-        _RECENT.move_to_end(key)
-        if len(_RECENT) > _CACHED:
-            _RECENT.popitem(last=False)
-        return held
+        if held is not None:
+            return _remember(_RECENT, key, held)
+        if on_stream and (stream, key) in _ON_STREAM:
+            return _remember(_ON_STREAM, (stream, key), _ON_STREAM[stream, key])
+        if driver.capturing(stream):    # a copy cannot run inside a capture: the graph writes them, uncached
+            return _written_by_graph(key, stream, alloc)
+        if on_stream:
+            return _remember(_ON_STREAM, (stream, key), _written_by_kernel(_slot(key[0]), key, stream))
+        held = _LIVE[key] = _new_maps(key[0], [_encode(*spec) for spec in key[1:]], key)
+        return _remember(_RECENT, key, held)
+
+
+def _remember(cache, key, held):
+    """held, as cache's most recent entry; its least recent past _CACHED let go."""
+    cache[key] = held
+    cache.move_to_end(key)
+    if len(cache) > _CACHED:
+        cache.popitem(last=False)
+    return held
 
 
 def _written_by_graph(key, stream, alloc):

@@ -47,7 +47,7 @@ def main(argv):
         "frameworks.describe(a)": lambda: frameworks.describe(a),
         "frameworks.current_stream": lambda: frameworks.current_stream("torch", dev),
         "driver.current_context": driver.current_context,
-        "frameworks.capturing": lambda: frameworks.capturing(0),
+        "driver.capturing": lambda: driver.capturing(0),
         "api._call(a, b, None)": lambda: api._call(a, b, None, None, (None, None, "tuned", None, "None")),
         "torch.empty(C)": lambda: torch.empty((M, N), dtype=out.dtype, device=dev),
         "torch.matmul(a, b)": lambda: torch.matmul(a, b) if precision == "fp16" else torch._int_mm(a, b),

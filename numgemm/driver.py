@@ -27,6 +27,18 @@ class LaunchConfig(ctypes.Structure):
                 ("num_attrs", ctypes.c_uint32)]
 
 
+_SIGNATURES = {
+    "cuLaunchKernelEx": [ctypes.POINTER(LaunchConfig), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p],
+    "cuStreamIsCapturing": [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)],
+    "cuCtxGetCurrent": [ctypes.POINTER(ctypes.c_void_p)],
+    "cuGetErrorName": [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)],
+    "cuTensorMapEncodeTiled": [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p,
+                               ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64),
+                               ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint32),
+                               ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int],
+}
+
+
 @functools.cache
 def lib():
     """libcuda with the argument types of the calls used here."""
@@ -34,36 +46,45 @@ def lib():
         cuda = ctypes.CDLL("libcuda.so.1")
     except OSError:
         cuda = ctypes.CDLL(ctypes.util.find_library("cuda"))
-    p, u32p, u64p = ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint64)
-    for name, args in {
-        "cuLaunchKernelEx": [ctypes.POINTER(LaunchConfig), p, p, p],
-        "cuStreamIsCapturing": [p, ctypes.POINTER(ctypes.c_int)],
-        "cuCtxGetCurrent": [ctypes.POINTER(p)],
-        "cuGetErrorName": [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)],
-        "cuTensorMapEncodeTiled": [p, ctypes.c_int, ctypes.c_uint32, p, u64p, u64p, u32p, u32p,
-                                   ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int],
-    }.items():
+    for name, args in _SIGNATURES.items():
         fn = getattr(cuda, name)
         fn.argtypes, fn.restype = args, ctypes.c_int
     return cuda
 
 
+class _Calls:
+    """The calls of _SIGNATURES as plain attributes (calls.cuLaunchKernelEx),
+    bound on first use: a call on every gemm() pays one attribute lookup,
+    not lib()'s cache and the library's own lookup."""
+
+    def __getattr__(self, name):
+        if name not in _SIGNATURES:
+            raise AttributeError(name)
+        cuda = lib()
+        for n in _SIGNATURES:
+            setattr(self, n, getattr(cuda, n))
+        return getattr(self, name)
+
+
+calls = _Calls()
+
+
 def error_name(code):
     name = ctypes.c_char_p()
-    lib().cuGetErrorName(code, ctypes.byref(name))
+    calls.cuGetErrorName(code, name)
     return name.value.decode() if name.value else f"CUresult {code}"
 
 
 def current_context():
     """The current CUDA context's handle, or 0 where there is none."""
-    ctx = ctypes.c_void_p()
-    return ctx.value or 0 if lib().cuCtxGetCurrent(ctypes.byref(ctx)) == 0 else 0
+    ctx = ctypes.c_void_p()        # passed as it is, ctypes takes its address (cheaper than byref)
+    return ctx.value or 0 if calls.cuCtxGetCurrent(ctx) == 0 else 0
 
 
 def capturing(stream):
     """Whether stream (a raw handle) is being captured into a CUDA graph."""
     status = ctypes.c_int()
-    err = lib().cuStreamIsCapturing(stream or None, ctypes.byref(status))
+    err = calls.cuStreamIsCapturing(stream or None, status)
     if err:
         raise RuntimeError(f"cuStreamIsCapturing failed: {error_name(err)}")
     return status.value != 0       # CU_STREAM_CAPTURE_STATUS_NONE

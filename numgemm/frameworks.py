@@ -162,10 +162,14 @@ def describe(x):
     framework offers: the description is everything else a kernel's
     arguments read of it (kind, shape, strides, dtype, device) and the
     address's alignment (its low byte); None for anything else."""
-    k = kind(x)
-    if k == "torch" and x.is_cuda:
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):      # first: a model's calls are torch's
+        device = x.get_device()
+        if device < 0:
+            return None
         p = x.data_ptr()
-        return p, ("torch", x.shape, x.stride(), x.dtype, x.get_device(), p & 255)
+        return p, ("torch", x.shape, x.stride(), x.dtype, device, p & 255)
+    k = kind(x)
     if k == "cupy" and hasattr(getattr(x, "data", None), "ptr"):
         p = x.data.ptr
         return p, ("cupy", x.shape, x.strides, x.dtype.str, x.device.id, p & 255)

@@ -51,7 +51,7 @@ class Launch:
         """Launch on `stream` (a raw handle; None: the one it was prepared for)."""
         if stream is not None and stream != self._stream:
             self._config.stream, self._stream = stream or None, stream
-        err = driver.lib().cuLaunchKernelEx(self._config, self._func, self._params, None)
+        err = driver.calls.cuLaunchKernelEx(self._config, self._func, self._params, None)
         if err:
             raise RuntimeError(f"launching {self.name} failed: {driver.error_name(err)}")
         if self.then is not None:
@@ -73,6 +73,12 @@ class Launch:
         if self.then is not None:
             self.then.rebind(moves)
 
+    def slots(self, address):
+        """The arguments holding `address`, in this launch and those after
+        it: setting their .value moves it."""
+        own = [self._values[i] for i in self._addresses if self._values[i].value == address]
+        return own + (self.then.slots(address) if self.then is not None else [])
+
 
 class Repeat:
     """A gemm() call prepared once, for arrays of one description (see
@@ -91,6 +97,12 @@ class Repeat:
         self.launch, self.bound, self.maps, self.new_c = launch, addresses, list(maps), new_c
         self.framework, self.stateful = framework, stateful
         self.captured = any(m.captured for m in self.maps)      # maps that only a graph's replay writes
+        # Each array's own arguments, and whether a tensor map encodes it: a
+        # call that moves only arrays no map encodes (C, most often) just
+        # sets those arguments.
+        self._slots = [launch.slots(p) if p else [] for p in addresses]
+        mapped = {spec[0] for m in self.maps for spec in m.key[1:]}
+        self._mapped = [p in mapped for p in addresses]
 
     def __call__(self, addresses, stream):
         """Launch on stream (a raw handle) with the arrays at `addresses`."""
@@ -101,11 +113,15 @@ class Repeat:
         self.launch(stream)
 
     def _bind(self, addresses, stream):
-        moves = {old: new for old, new in zip(self.bound, addresses) if old != new}
-        alloc = frameworks.Allocator(*self.framework, stream)
-        maps = [tensormap.moved(m, moves, stream, alloc) for m in self.maps]   # all, before any change
-        moves.update((old.address, new.address) for old, new in zip(self.maps, maps) if new is not old)
-        self.launch.rebind(moves)
-        self.bound, self.maps = addresses, maps
-        self.captured = any(m.captured for m in maps)
-
+        moved = [i for i, (old, new) in enumerate(zip(self.bound, addresses)) if old != new]
+        if self.captured or any(self._mapped[i] for i in moved):
+            moves = {self.bound[i]: addresses[i] for i in moved}
+            alloc = frameworks.Allocator(*self.framework, stream)
+            maps = [tensormap.moved(m, moves, stream, alloc) for m in self.maps]   # all, before any change
+            self.launch.rebind({old.address: new.address for old, new in zip(self.maps, maps) if new is not old})
+            self.maps = maps
+            self.captured = any(m.captured for m in maps)
+        for i in moved:
+            for slot in self._slots[i]:
+                slot.value = addresses[i]
+        self.bound = addresses

@@ -58,7 +58,7 @@ def _encode(pointer, shape, strides, box_rows, box_bytes):
     if row % 16 or plane % 16:
         raise ValueError(f"copy=tma needs row and batch strides in multiples of 16 bytes; got {row} and {plane}")
     out = (ctypes.c_uint64 * 16)()
-    err = driver.lib().cuTensorMapEncodeTiled(
+    err = driver.calls.cuTensorMapEncodeTiled(
         out, _UINT8, 3, ctypes.c_void_p(pointer),
         (ctypes.c_uint64 * 3)(nbytes, rows, batch), (ctypes.c_uint64 * 2)(row, plane),
         (ctypes.c_uint32 * 3)(box_bytes, box_rows, 1), (ctypes.c_uint32 * 3)(1, 1, 1),

@@ -10,6 +10,7 @@ tensor maps of the new addresses. That is what a model's layers do, call
 after call, with activations at new addresses.
 """
 
+import collections
 import ctypes
 
 from . import driver, frameworks, tensormap
@@ -44,14 +45,14 @@ class Launch:
             self._cluster = driver.LaunchAttribute(id=driver.CLUSTER_DIMENSION)
             self._cluster.value[:3] = cluster, 1, 1
             c.attrs, c.num_attrs = ctypes.pointer(self._cluster), 1
-        self._func = ctypes.c_void_p(int(handle))
+        self._args = (ctypes.byref(c), ctypes.c_void_p(int(handle)), self._params, None)
         self.name, self.then, self.keep = name, then, keep
 
     def __call__(self, stream=None):
         """Launch on `stream` (a raw handle; None: the one it was prepared for)."""
         if stream is not None and stream != self._stream:
             self._config.stream, self._stream = stream or None, stream
-        err = driver.calls.cuLaunchKernelEx(self._config, self._func, self._params, None)
+        err = driver.calls.cuLaunchKernelEx(*self._args)
         if err:
             raise RuntimeError(f"launching {self.name} failed: {driver.error_name(err)}")
         if self.then is not None:
@@ -102,7 +103,15 @@ class Repeat:
         # sets those arguments.
         self._slots = [launch.slots(p) if p else [] for p in addresses]
         mapped = {spec[0] for m in self.maps for spec in m.key[1:]}
-        self._mapped = [p in mapped for p in addresses]
+        self._mapped = [bool(p) and p in mapped for p in addresses]
+        # The maps' own arguments, and the maps of recent addresses of the
+        # mapped arrays (a model's activations come back to a few
+        # addresses): the Maps themselves, which own their memory, so a
+        # remembered one stays what it encodes however many others are made.
+        self._map_slots = [launch.slots(m.address) for m in self.maps]
+        self._known = collections.OrderedDict()
+        if not self.captured:
+            self._known[tuple(p for p, mapped in zip(addresses, self._mapped) if mapped)] = self.maps
 
     def __call__(self, addresses, stream):
         """Launch on stream (a raw handle) with the arrays at `addresses`."""
@@ -115,13 +124,34 @@ class Repeat:
     def _bind(self, addresses, stream):
         moved = [i for i, (old, new) in enumerate(zip(self.bound, addresses)) if old != new]
         if self.captured or any(self._mapped[i] for i in moved):
-            moves = {self.bound[i]: addresses[i] for i in moved}
-            alloc = frameworks.Allocator(*self.framework, stream)
-            maps = [tensormap.moved(m, moves, stream, alloc) for m in self.maps]   # all, before any change
-            self.launch.rebind({old.address: new.address for old, new in zip(self.maps, maps) if new is not old})
-            self.maps = maps
-            self.captured = any(m.captured for m in maps)
+            self._move_maps(addresses, moved, stream)
         for i in moved:
             for slot in self._slots[i]:
                 slot.value = addresses[i]
         self.bound = addresses
+
+    def _move_maps(self, addresses, moved, stream):
+        """Swap in the maps of the mapped arrays at `addresses`: remembered
+        ones, else tensormap.moved's (maps a graph's capture writes are
+        used by that capture only, never remembered)."""
+        seen = tuple(p for p, mapped in zip(addresses, self._mapped) if mapped)
+        maps = self._known.get(seen)
+        if maps is None:
+            moves = {self.bound[i]: addresses[i] for i in moved}
+            alloc = frameworks.Allocator(*self.framework, stream)
+            maps = [tensormap.moved(m, moves, stream, alloc) for m in self.maps]   # all, before any change
+            if not any(m.captured for m in maps):
+                self._known[seen] = maps
+                if len(self._known) > _KNOWN:
+                    self._known.popitem(last=False)
+        else:
+            self._known.move_to_end(seen)
+        for slots, m in zip(self._map_slots, maps):
+            for slot in slots:
+                slot.value = m.address
+        self.maps = maps
+        self.captured = any(m.captured for m in maps)
+
+
+#: Maps of recent addresses a Repeat keeps (each holds 256 bytes of device memory alive).
+_KNOWN = 16

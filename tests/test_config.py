@@ -1,8 +1,11 @@
 """numgemm.config: a variant is data, named from its fields, checked on creation."""
 
+from dataclasses import fields
+
 import pytest
 
-from numgemm.config import KernelConfig
+from numgemm import kernel, registry
+from numgemm.config import KernelConfig, field_suffix
 
 
 def test_name_derives_from_fields():
@@ -20,6 +23,39 @@ def test_name_derives_from_fields():
     assert base.replace(bk=128, interior_loop=True, zfill_src="any", copy="tma").name == \
         base.replace(bk=128).name + "_tma"
     assert base.replace(bk=128, swizzle=True).name == base.replace(bk=128).name + "_swz"
+
+
+def test_each_field_declares_its_values_and_name_fragment_once():
+    """A field's knob is the one place its allowed values and its name
+    fragment live: the default is one of the values, and two values of a
+    named field never read alike."""
+    for f in fields(KernelConfig):
+        values, suffix = f.metadata["values"], f.metadata["suffix"]
+        if values is not None and f.name != "precision":
+            assert f.default in values, f.name
+        if suffix is not None and values is not None:
+            fragments = [field_suffix(f.name, v) for v in values if v != f.default]
+            assert len(set(fragments)) == len(fragments) and all(fragments), f.name
+    with pytest.raises(ValueError, match="KernelConfig cache must be ca or cg, got 'cs'"):
+        KernelConfig("int8", cache="cs")
+
+
+@pytest.mark.parametrize("changes,message", [
+    (dict(swap=True), "swap is the wgmma kernels'"),
+    (dict(load_sets=3), "load_sets, widen_in: the loads of a widening wgmma producer"),
+    (dict(multicast="a"), "multicast b, or a"),
+])
+def test_a_field_moot_for_its_kernel_is_refused_not_named(changes, message):
+    """A name says what a kernel does: a field that the kernel's paths would
+    ignore is refused by the feature that owns it."""
+    with pytest.raises(ValueError, match=message):
+        registry.get("int8_ptx_mma_k32").replace(**changes)
+
+
+def test_every_feature_rule_answers_a_list():
+    cfg = registry.get("int8_wgmma")
+    for rule in kernel.RULES:
+        assert rule(cfg) == [], rule.__module__
 
 
 def test_variant_is_one_field_changed():
@@ -51,7 +87,7 @@ def test_derived_sizes():
     (dict(bk=8), "not a multiple of the operation's k"),
     (dict(stages=6), "stages must be 2..5"),
     (dict(smem_pad=8), "smem_pad"),
-    (dict(a_ldmatrix=3), "a_ldmatrix must be 1, 2 or 4"),
+    (dict(a_ldmatrix=3), "a_ldmatrix must be 0, 1, 2 or 4, got 3"),
     (dict(cache="cs"), "cache"),
     (dict(b_layout="kn"), "int8 takes B as NK, not KN"),
     (dict(acc="f16"), "cannot accumulate in f16"),
@@ -61,7 +97,7 @@ def test_derived_sizes():
     (dict(bk=64, warps_k=4), "do not divide among warps_k=4"),
     (dict(warps_k=2, acc="s32", op="wmma"), "warps_k > 1"),
     (dict(bk=96, reg_buffers=2), "must be even"),
-    (dict(k_stagger=-1), "k_stagger must be >= 0"),
+    (dict(k_stagger=-1), "k_stagger must be at least 0, got -1"),
     (dict(bk=128, copy_parts=4), r"copy_parts must be 1\.\.3"),     # 4 k steps, two buffers
     (dict(bk=128, reg_buffers=1, copy_parts=5), r"copy_parts must be 1\.\.4"),
     (dict(copy_parts=0), "copy_parts must be"),
@@ -95,7 +131,7 @@ def test_fields_are_checked_by_name(changes, error, message):
 
 
 def test_an_unknown_precision_is_named():
-    with pytest.raises(ValueError, match="precision must be one of .*got 'fp8'"):
+    with pytest.raises(ValueError, match="precision must be fp16, int8 or int4, got 'fp8'"):
         KernelConfig("fp8")
 
 
@@ -151,7 +187,7 @@ def test_a_from_registers_is_the_int4_wgmma_consumers():
     assert rs == registry.get("int4_wgmma_unpack_s8_ld_128").replace(a_regs=True) and rs.name.endswith("_aregs")
     assert not rs.shared_view.a_regs and rs.stage_bytes == registry.get("int4_wgmma_unpack_s8_ld_128").stage_bytes
     assert rs.exact_twin.a_regs and rs.exact_twin.unpack == "tile"
-    with pytest.raises(ValueError, match="a_regs is the INT4 wgmma kernels'"):
+    with pytest.raises(ValueError, match="a_regs is the wgmma kernels' \\(INT4's A widened by the consumers"):
         KernelConfig("int4", unpack="scaled", a_regs=True)
     with pytest.raises(ValueError, match="a_regs: A widened by the consumers"):
         registry.get("int8_wgmma").replace(a_regs=True)
@@ -308,7 +344,7 @@ def test_half_c_is_fp16_with_f32_sums():
     assert half.name == fp16.name + "_cf16" and half.c_dtype == np.float16 and half.c_bits
     assert fp16.replace(acc="f16").c_dtype == np.float16 and KernelConfig("int8").c_dtype == np.int32
     assert not half.replace(split_k=2).c_bits       # f32 slices: the split-K kernel rounds their sum
-    for changes, message in ((dict(out="f32"), "out must be '' .* or f16"), (dict(acc="f16"), "acc=f32"),
+    for changes, message in ((dict(out="f32"), "out must be '' or f16, got 'f32'"), (dict(acc="f16"), "acc=f32"),
                              (dict(op="wmma"), "mma and wgmma epilogues"),
                              (dict(split_k=2, split_sum="last"), "split_sum=kernel")):
         with pytest.raises(ValueError, match=message):

@@ -41,17 +41,25 @@ from ..sass import (
 from ..toolchain import has_native_s4_mma, parse_target, target_name
 from . import (
     copy_cp_async,
+    copy_threads,
     copy_tma,
     copy_widen,
     copy_widen_ring,
     dp4a,
     skeleton,
     skeleton_ws,
+    split_k,
     warp_mma,
     warp_wgmma,
     warp_wmma,
+    widen_pass,
 )
 from .regs import OUT, i32, u8, u32, u64
+
+#: Each feature's rules for a config (KernelConfig.validate joins their errors):
+#: the warp routines', the copy paths', the skeletons' own features', split-K's.
+RULES = (warp_mma.rules, warp_wmma.rules, warp_wgmma.rules, copy_threads.rules, copy_tma.rules, copy_widen.rules,
+         copy_widen_ring.rules, widen_pass.rules, skeleton.rules, skeleton_ws.rules, split_k.rules)
 
 #: Which file builds a config's warp routine (by op) and copy routine (by copy;
 #: INT4 with unpack="tile" widens on its way in: in the producer, with wgmma).

@@ -191,3 +191,25 @@ def pass_count(cfg, rows, row_bytes, unit):
     ragged: more threads than copies) of one thread's copies of a tile."""
     step = cfg.copiers // (row_bytes // unit)
     return -(-rows // step), step, rows % step != 0
+
+
+def rules(cfg):
+    """What the per-thread copy paths need: a tile's rows whole among the
+    copying threads (swizzled: a thread's rows 8 apart, so one swizzled
+    column serves all its copies), copy_parts within a warp's k steps,
+    ldg16 on a K x N B."""
+    err = []
+    if cfg.warp_ksteps and not 1 <= cfg.copy_parts <= max(1, cfg.copy_slots):
+        err.append(f"copy_parts must be 1..{cfg.copy_slots}: one part before each k step "
+                   f"that a warp starts before the tile's barrier")
+    if cfg.b_global == "ldg16" and cfg.b_layout != "kn":
+        err.append("ldg16 copies the 16-bit units of a K x N B")
+    if cfg.copy == "tma":
+        return err
+    for what, row_bytes, unit in (("A", cfg.bk_bytes, 16), ("B", cfg.b_tile_shape[1], cfg.b_copy_bytes)):
+        if row_bytes % unit == 0 and cfg.copiers % (row_bytes // unit):
+            err.append(f"{what} tile rows of {row_bytes} bytes do not divide among {cfg.copiers} threads")
+        elif cfg.swizzle and (cfg.copiers // (row_bytes // unit)) % 8:
+            err.append(f"swizzled cp.async: a thread's rows of the {what} tile must be a multiple "
+                       f"of 8 apart, not {cfg.copiers // (row_bytes // unit)}")
+    return err

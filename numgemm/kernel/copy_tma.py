@@ -186,3 +186,11 @@ def on_bars(rg):
     return (device(lambda st, kt, off, ktiles: rg.wait(st.bars, kt, off, ktiles)),
             device(lambda st, kt, off: rg.acquire(st.bars, kt, off)),
             device(lambda st, off: rg.release(st.bars, off)))
+
+
+def rules(cfg):
+    """What a TMA copy needs: boxes of at most 256 rows, no evict policy."""
+    if cfg.copy == "tma" and (cfg.evict != "none" or max(cfg.tma_box_rows) > 256):
+        return [f"copy=tma copies boxes of at most 256 rows, with no evict policy: "
+                f"boxes of {cfg.tma_box_rows} rows, evict={cfg.evict}"]
+    return []

@@ -10,6 +10,7 @@ groups: the barrier that ends a tile is what makes its stores visible.
 """
 
 from .. import primitives as P
+from ..precision import PRECISIONS
 from . import copy_threads
 from .regs import device, getter, setter
 
@@ -85,3 +86,18 @@ def _land(cfg, rows, row_bytes, pitch, unit, reg0, raw=False, staged=False):
 def _land_raw(cfg, rows, row_bytes, pitch, unit, reg0):
     """_land's raw form: A's s4 pieces as they came (a_regs)."""
     return _land(cfg, rows, row_bytes, pitch, unit, reg0, raw=True)
+
+
+def rules(cfg):
+    """Where INT4 widens (cfg.unpack): in an mma or wgmma kernel of a
+    precision that widens; tile_scaled and pass are wgmma's; a tile
+    widened on load is an N x K one loaded by ld.global."""
+    err = []
+    if cfg.unpack in ("tile_scaled", "pass") and cfg.op != "wgmma":
+        err.append(f"unpack={cfg.unpack} is a wgmma kernel's widening")
+    if cfg.unpack != "none" and (not cfg.prec.widens_to or cfg.op not in ("mma", "wgmma")):
+        widening = " or ".join(q.name for q in PRECISIONS.values() if q.widens_to)
+        err.append(f"unpack applies to {widening} (the precisions that widen) mma and wgmma kernels")
+    if cfg.widens_tile and (cfg.b_layout != "nk" or cfg.evict != "none"):
+        err.append("unpack=tile widens N x K tiles loaded by ld.global (b_layout=nk, evict=none)")
+    return err

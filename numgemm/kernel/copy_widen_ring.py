@@ -24,6 +24,7 @@ from collections import namedtuple
 from numba import cuda
 
 from .. import primitives as P
+from ..config import SWIZZLE_BYTES
 from . import copy_threads, copy_tma
 from .copy_widen import (
     _copy_to_stage,
@@ -85,3 +86,17 @@ def routine(cfg):
     return threads._replace(start=device(start), setup=inlined(setup), stage=device(stage), land=device(land),
                             wait=wait, acquire=acquire, release=release)
 
+
+def rules(cfg):
+    """What the widening producer needs: no cluster, a k-tile of 64 bytes
+    of s4, load_sets within its registers (or the ring's stages)."""
+    err = []
+    widening = cfg.widens_tile and cfg.op == "wgmma"
+    if widening and (cfg.cluster != 1 or cfg.bk_bytes * 2 != SWIZZLE_BYTES):
+        err.append("wgmma widening: no cluster, a k-tile of 64 bytes of s4 (128 of s8)")
+    if (cfg.load_sets != 2 or cfg.widen_in != "registers") and not widening:
+        err.append("load_sets, widen_in: the loads of a widening wgmma producer")
+    elif not 1 <= cfg.load_sets <= (4 if cfg.widen_in == "registers" else cfg.stages - 1):
+        err.append(f"load_sets must be 1..{4 if cfg.widen_in == 'registers' else cfg.stages - 1} "
+                   f"(widen_in={cfg.widen_in}), got {cfg.load_sets}")
+    return err

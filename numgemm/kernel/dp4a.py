@@ -29,3 +29,14 @@ def kernel_function(cfg):
 
     gemm_kernel.__name__ = cfg.name
     return gemm_kernel
+
+
+def rules(cfg):
+    """What a dp4a config needs: INT8, B as N x K, one thread an output of
+    the block tile, all of K summed by that thread."""
+    err = []
+    if cfg.prec.kind != "integer" or cfg.prec.bits != 8 or cfg.bm * cfg.bn != cfg.threads or cfg.b_layout != "nk":
+        err.append("dp4a is int8 with B as N x K and one thread per output (bm * bn threads)")
+    if cfg.split_k > 1:
+        err.append("split_k > 1 is for the mma, WMMA and wgmma kernels (dp4a sums all of K itself)")
+    return err

@@ -301,3 +301,11 @@ def _k_reduce(cfg):
         lines += [f"    base = {q * slots} + wmn * {n_acc * 32} + lane"]
         lines += [f"    acc[{e}] += red[base + {e * 32}]" for e in range(n_acc)]
     return generated("reduce", "acc, wk, wmn, lane", lines, {"cuda": cuda, "acc_t": ACC[cfg.acc]})
+
+
+def rules(cfg):
+    """warps_k > 1: the warps' f32/s32 mma sums meet in shared memory, of
+    shared tiles."""
+    if cfg.warp_ksteps and cfg.warps_k > 1 and (cfg.op != "mma" or cfg.acc == "f16" or cfg.private_tiles):
+        return ["warps_k > 1 sums f32/s32 mma accumulators of shared tiles"]
+    return []

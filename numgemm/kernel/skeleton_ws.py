@@ -321,3 +321,39 @@ def _widen_tile(cfg, setup, stage, issue, land, acquire, next_stage, commit):
     if cfg.widen_in == "stage":     # the groups of the k-tiles after this one may still be in flight
         env["landed"] = getattr(P.routines(cfg.linkage), f"cp_async_wait_{sets - 1}")
     return generated("widen_tile", "ctx, sbase, A, B, z, zb, m0, n0, tid, dims, g, off, ktiles", lines, env)
+
+
+def rules(cfg):
+    """What the warp-specialised skeleton's own features need: persistence,
+    clusters and multicast, stream-K, the consumers' stagger, C staged
+    through shared memory (and stored by TMA)."""
+    err = []
+    if (cfg.persistent or cfg.cluster != 1) and cfg.op != "wgmma":
+        err.append("persistent and cluster apply to the warp-specialised (wgmma) kernels")
+    if cfg.stream_k and (not cfg.persistent or cfg.copy != "tma" or cfg.split_k != 1):
+        err.append("stream_k shares the last tiles' k-tiles among a persistent wgmma grid's CTAs "
+                   "(op=wgmma, persistent, copy=tma, split_k=1)")
+    if cfg.stage_c and (cfg.op != "wgmma" or cfg.widens_tile):
+        err.append("stage_c: the epilogue of the TMA wgmma kernels' consumers (op=wgmma, copy=tma; the "
+                   "widening kernels' consumers have no registers to spare for it)")
+    if cfg.c_tma and (not cfg.stage_c or cfg.split_k > 1 or cfg.stream_k):
+        err.append("c_tma: stage_c's buffers stored by TMA into C itself (stage_c; no split-K or stream-K, "
+                   "whose partial sums go to a workspace)")
+    elif cfg.c_tma and cfg.stages * cfg.stage_bytes % 1024:
+        err.append(f"c_tma: the swizzled C buffers after {cfg.stages} stages of {cfg.stage_bytes} bytes "
+                   "would not start on the swizzle's 1024-byte period")
+    if cfg.stagger and (cfg.op != "wgmma" or cfg.warps_m != 8 or cfg.split_k > 1 or cfg.stream_k
+                        or not 0 < cfg.stagger < cfg.stages):
+        err.append(f"stagger={cfg.stagger}: a lag of the second consumer warpgroup behind the first (op=wgmma, "
+                   "warps_m=8), of fewer k-tiles than the ring's stages, in tiles computed whole (no split-K "
+                   "or stream-K)")
+    if cfg.multicast == "a" and (cfg.cluster == 1 or cfg.copy != "tma" or cfg.bm % (cfg.cluster * 8)):
+        err.append(f"multicast b, or a (a cluster's CTAs sharing the A tile by TMA, each 8 or more whole "
+                   f"rows of it), got {cfg.multicast!r} with cluster={cfg.cluster}, bm={cfg.bm}")
+    if cfg.op != "wgmma":
+        return err
+    if cfg.rows_b % (cfg.cluster * 8):
+        err.append(f"wgmma: a cluster splits B's tile into whole boxes: {cfg.rows_b} rows among {cfg.cluster}")
+    if cfg.persistent and cfg.min_blocks != 1:
+        err.append("persistent: one block per SM (min_blocks=1)")
+    return err

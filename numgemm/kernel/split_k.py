@@ -85,3 +85,14 @@ def _kernel(rounded):
 
 _cvt_f16x2 = P.routines("inline").cvt_f16x2_f32
 _KERNELS = {rounded: _kernel(rounded) for rounded in (False, True)}
+
+
+def rules(cfg):
+    """Split-K: f32/s32 slices; split_sum="last" in the block skeleton."""
+    err = []
+    if cfg.split_k > 1 and cfg.acc == "f16":
+        err.append("split_k > 1 is for the mma, WMMA and wgmma kernels with f32/s32 sums (the workspace's)")
+    if cfg.split_sum == "last" and (cfg.split_k == 1 or cfg.op not in ("mma", "wmma")):
+        err.append("split_sum=last adds a split tile's slices in its last block: split_k > 1, the block "
+                   "skeleton's kernels (op=mma or wmma)")
+    return err

@@ -12,7 +12,7 @@ issues two m16n8k32.s8 per k64 step.
 from numba import cuda, types
 
 from .. import primitives as P
-from ..config import swizzled_offset
+from ..config import SWIZZLE_BYTES, swizzled_offset
 from .regs import (
     ACC,
     device,
@@ -352,3 +352,25 @@ def _quad_words(w0, w1, t):
     first, second = (a, w1) if up else (w0, a)
     b = u32(cuda.shfl_xor_sync(0xFFFFFFFF, i32(first if odd else second), 1))
     return (b, second) if odd else (first, b)
+
+
+def rules(cfg):
+    """What the mma routine needs of a config: an m16n8k<k> of its
+    precision, f16 sums from the k16 one, and swizzled tiles it can read
+    (whole 16-byte chunks, 128-byte rows, a K x N warp one box wide)."""
+    err = []
+    if cfg.op == "mma" and cfg.mma_k not in cfg.prec.mma_ks:
+        err.append(f"{cfg.precision} mma has k in {cfg.prec.mma_ks}, not {cfg.mma_k}")
+    if cfg.acc == "f16" and (cfg.op != "mma" or cfg.mma_k != 16):
+        err.append("f16 accumulation is the m16n8k16 mma")
+    if cfg.op == "wgmma" or not cfg.swizzle:
+        return err                  # the wgmma shared view's tiles: warp_wgmma.rules
+    if cfg.op != "mma" or cfg.b_global != "cp_async" or cfg.private_tiles or cfg.unpack == "tile":
+        err.append(f"swizzled tiles (swizzle, copy={cfg.copy}) are shared tiles of whole 16-byte "
+                   f"chunks that mma kernels read (op=mma; no private tiles, ldg16 or unpack=tile; "
+                   f"WMMA reads rows of one stride only)")
+    elif cfg.bk_bytes != SWIZZLE_BYTES:
+        err.append(f"swizzled tiles have rows of {SWIZZLE_BYTES} bytes of K: bk={cfg.bk} is {cfg.bk_bytes} bytes")
+    elif cfg.b_layout == "kn" and 2 * cfg.warp_tile[1] != SWIZZLE_BYTES:
+        err.append(f"swizzled K x N B: a warp's {cfg.warp_tile[1]} columns must be one {SWIZZLE_BYTES}-byte box wide")
+    return err

@@ -312,3 +312,43 @@ def _a_from_registers(ksteps, pitch, b_step, acc_tuple):
 #: on while the one before releases its stage; wait_0 before the epilogue.
 wait_1 = device(lambda: P.wgmma_wait_1())
 wait_0 = device(lambda: P.wgmma_wait_0())
+
+
+def rules(cfg):
+    """What a wgmma kernel needs: whole consumer warpgroups of 64 rows, the
+    N and k of a routine in ptx_asm/wgmma.ptx, TMA copies into 128-byte
+    rows, B as the instruction can read it; swap's C^T from registers."""
+    if cfg.op != "wgmma":
+        return [f"{field} is the wgmma kernels' ({why})" for field, why in (
+            ("a_regs", "INT4's A widened by the consumers, for wgmma from registers"),
+            ("swap", "C^T = B A^T, B's rows as the wgmma's A side")) if getattr(cfg, field)]
+    err = []
+    if cfg.warps_n != 1 or cfg.warps_k != 1 or cfg.warps_m % 4 or cfg.bm != 16 * cfg.warps_m:
+        err.append(f"wgmma: consumer warpgroups of 64 rows (warps_m = bm / 16, a multiple of 4; "
+                   f"warps_n = warps_k = 1), got bm={cfg.bm}, warps {cfg.warps_m}x{cfg.warps_n}x{cfg.warps_k}")
+    if cfg.shared_view.b_bk_bytes != SWIZZLE_BYTES:
+        err.append(f"wgmma reads rows of {SWIZZLE_BYTES} bytes of K in the swizzle: bk={cfg.bk} is "
+                   f"{cfg.shared_view.b_bk_bytes} bytes in shared memory")
+    w = cfg.wgmma_prec
+    if not w.wgmma or cfg.bn not in WGMMA_PARTS or not (
+            cfg.bn in w.wgmma_ns or (cfg.bn in w.wgmma_kn_ns and cfg.b_layout == "kn")
+            or (cfg.bn in cfg.prec.wgmma_swap_ns and cfg.swap)):
+        err.append(f"wgmma: {cfg.precision} has routines for N = {', '.join(map(str, w.wgmma_ns))}"
+                   + (f" (and {', '.join(map(str, w.wgmma_kn_ns))} with B as K x N)" if w.wgmma_kn_ns else "")
+                   + (f" (and {', '.join(map(str, cfg.prec.wgmma_swap_ns))} for C^T: swap)"
+                      if cfg.prec.wgmma_swap_ns else "") + f", got bn={cfg.bn}")
+    if cfg.copy != ("cp_async" if cfg.widens_tile else "tma") or cfg.linkage != "inline" \
+            or cfg.unpack not in ("none", "tile", "tile_scaled", "pass"):
+        err.append("wgmma: its stages come by TMA (copy=tma; INT4 unpack=pass), or for INT4 widened by the "
+                   "producer warpgroup's own loads (unpack=tile or tile_scaled, copy=cp_async); its routines "
+                   "inline")
+    if cfg.a_regs != (cfg.unpack == "pass") and not cfg.widens_tile:
+        err.append("a_regs: A widened by the consumers for wgmma with A from registers (unpack=tile or "
+                   "tile_scaled; with unpack=pass, always)")
+    if cfg.swap and (not (cfg.unpack == "pass" or cfg.prec.swaps) or cfg.copy != "tma"
+                     or cfg.stage_c or cfg.split_k > 1 or cfg.stream_k):
+        err.append("swap: C^T from an INT8 or an unpack=pass INT4 TMA kernel, stored transposed from "
+                   "registers (no stage_c; no split-K or stream-K, whose workspaces hold C's own layout)")
+    if w.exact and cfg.b_layout != "nk":
+        err.append("wgmma: integer B is K-major only (b_layout=nk)")
+    return err

@@ -85,3 +85,14 @@ def routine(cfg):
                        fragments(nfa * cfg.reg_buffers, nfb * cfg.reg_buffers),
                        device(load), device(compute),
                        generated("store", "acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned", store, env))
+
+
+def rules(cfg):
+    """What the WMMA routine needs: 16-column fragments whole in a warp
+    tile, sub-byte B column-major."""
+    err = []
+    if cfg.op == "wmma" and cfg.op_shape[1] == 16 and cfg.warp_tile[1] % 16:
+        err.append("WMMA 16x16 needs warp tiles in multiples of 16")
+    if cfg.op == "wmma" and cfg.b_layout not in cfg.prec.wmma_b_layouts:
+        err.append("sub-byte WMMA takes B col-major (N x K) only")
+    return err

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from numba import cuda, types
 
 from .. import primitives as P
+from ..config import SWIZZLE_BYTES
 from .regs import divmod32, u8, u64
 
 THREADS = 256
@@ -68,3 +69,10 @@ def _widen_pass(B, W):
 
 _ptx = P.routines("inline")
 _ld, _st, _widen = _ptx.ld_global_cg_v4, _ptx.st_global_v4_b32, _ptx.unpack_s4_s8
+
+
+def rules(cfg):
+    """unpack="pass": the GEMM's k-tile is 64 bytes of s4, B N x K."""
+    if cfg.unpack == "pass" and (cfg.bk_bytes * 2 != SWIZZLE_BYTES or cfg.b_layout != "nk"):
+        return ["unpack=pass: a k-tile of 64 bytes of s4 (128 of s8), B as N x K"]
+    return []

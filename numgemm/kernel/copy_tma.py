@@ -32,6 +32,7 @@ from .. import primitives as P
 from ..config import SWIZZLE_BYTES
 from .regs import device, divmod32, i32, u32, u64
 from .seams import CopyRoutine
+from .skeleton import _next_stage
 
 #: The block's: the mbarriers' address, the tensor maps' (A's, B's 128 bytes
 #: after it), whether this thread issues the copies, its rank in the cluster.
@@ -173,11 +174,22 @@ def routine(cfg):
                                           (bx.b0, bx.b1 + i32(part), bx.zb), bx.bar, mask)
 
     wait, acquire, release = on_bars(rg)
-    return CopyRoutine(device(start), device(setup), device(stage), device(issue),
+    setup, stage, issue = device(setup), device(stage), device(issue)
+    next_stage = _next_stage(cfg.shared_view)
+
+    def fill(ctx, sbase, A, B, z, zb, m0, n0, tid, dims, g, off, k0, kb, ke):
+        cs = setup(ctx, sbase, A, B, z, zb, m0, n0, tid, 0, dims)
+        for kt in range(kb, ke):
+            acquire(cs, g, off)
+            issue(stage(cs, k0 + kt, off, False), -1)
+            g, off = g + 1, next_stage(off)
+        return g, off
+
+    return CopyRoutine(device(start), setup, stage, issue,
                        device(lambda st, off: None),            # the TMA unit lands the boxes
                        device(lambda: None),                    # no cp.async groups
                        wait, device(lambda m0, n0, dims: False),   # no bounds checks to drop
-                       *((acquire, release) if producer else ()))
+                       *((acquire, release, device(fill)) if producer else ()))
 
 
 def on_bars(rg):

@@ -34,7 +34,8 @@ from .copy_widen import (
     _load_one,
     _registers,
 )
-from .regs import device, inlined
+from .regs import device, generated, inlined
+from .skeleton import _next_stage
 
 Block = namedtuple("Block", "bars policy")
 State = namedtuple("State", "bars copies")
@@ -83,8 +84,54 @@ def routine(cfg):
 
     wait, acquire, release = copy_tma.on_bars(rg)
     # setup is inlined by Numba: the state holds the per-thread registers (a local array).
-    return threads._replace(start=device(start), setup=inlined(setup), stage=device(stage), land=device(land),
-                            wait=wait, acquire=acquire, release=release)
+    setup, stage, land = inlined(setup), device(stage), device(land)
+    fill = _fill(cfg, setup, stage, threads.issue, land, acquire, _next_stage(cfg.shared_view), threads.commit)
+    return threads._replace(start=device(start), setup=setup, stage=stage, land=land, wait=wait, acquire=acquire,
+                            release=release, fill=fill)
+
+
+def _fill(cfg, setup, stage, issue, land, acquire, next_stage, commit):
+    """The widening producer's fill (seams.CopyRoutine): its k loop over one
+    output tile, its loads cfg.load_sets k-tiles ahead. Its k-tiles are
+    always 0 .. ke - 1 (kb = 0: no stream-K), of A and B as given (k0
+    unread: split-K gives it views that start at the run). Written out: a run-time choice between
+    per-thread arrays would send them to local memory.
+
+    widen_in="registers": the loads fill load_sets register sets in turn;
+    k-tile by k-tile, the producer waits for the stage to be free, widens the
+    set into it and loads the k-tile load_sets ahead into the same set.
+    widen_in="stage": the loads are cp.async into the stages themselves, so a
+    k-tile's stage is acquired before its copies start, each k-tile's copies
+    one commit group (empty past the last k-tile); k-tile by k-tile, the
+    producer waits for its own copies of it (cp.async.wait_group), widens
+    them in place and starts the k-tile load_sets ahead."""
+    sets = cfg.load_sets
+    if cfg.widen_in == "stage":
+        lines = ["c = setup(ctx, sbase, A, B, z, zb, m0, n0, tid, 0, dims)", "o = off"]
+        for i in range(sets):
+            lines += [f"if ktiles > {i}:", f"    acquire(c, g + {i}, o)", f"    issue(stage(c, {i}, o, False), -1)",
+                      "commit()", "o = next_stage(o)"]
+        lines += ["kt = 0", "while kt < ktiles:", "    landed()", "    land(c, off)", f"    if kt + {sets} < ktiles:",
+                  f"        acquire(c, g + {sets}, o)", f"        issue(stage(c, kt + {sets}, o, False), -1)",
+                  "    commit()", "    g, off, o = g + 1, next_stage(off), next_stage(o)", "    kt += 1",
+                  "return g, off"]
+    else:
+        lines = [f"c{i} = setup(ctx, sbase, A, B, z, zb, m0, n0, tid, 0, dims)" for i in range(sets)]
+        lines += ["o = off"]
+        for i in range(sets):
+            lines += [f"if ktiles > {i}:", f"    issue(stage(c{i}, {i}, o, False), -1)", "o = next_stage(o)"]
+        lines += ["kt = 0", "while kt < ktiles:"]
+        for i in range(sets):
+            lines += [f"    if kt + {i} < ktiles:", f"        acquire(c{i}, g, off)", f"        land(c{i}, off)",
+                      f"        if kt + {i + sets} < ktiles:",
+                      f"            issue(stage(c{i}, kt + {i + sets}, o, False), -1)",
+                      "        g, off, o = g + 1, next_stage(off), next_stage(o)"]
+        lines += [f"    kt += {sets}", "return g, off"]
+    env = {"setup": setup, "stage": stage, "issue": issue, "land": land, "acquire": acquire,
+           "next_stage": next_stage, "commit": commit}
+    if cfg.widen_in == "stage":     # the groups of the k-tiles after this one may still be in flight
+        env["landed"] = getattr(P.routines(cfg.linkage), f"cp_async_wait_{sets - 1}")
+    return generated("widen_tile", "ctx, sbase, A, B, z, zb, m0, n0, tid, dims, g, off, k0, kb, ktiles", lines, env)
 
 
 def rules(cfg):

@@ -56,7 +56,12 @@ class CopyRoutine(NamedTuple):
     acquire(state, kt, off): the issuing thread waits until the stage at off
     is free for k-tile kt (its consumers released k-tile kt - stages), and
     release(state, off): one lane of each consumer warp says it has read the
-    stage at off. The paths without a producer leave them None."""
+    stage at off; and fill(ctx, sbase, A, B, z, zb, m0, n0, tid, dims, g, off,
+    k0, kb, ke) -> (g, off): the producer's k loop over one output tile,
+    k-tiles kb .. ke - 1 (k0 + kt of A and B) into the ring from its g-th use
+    at offset off, each stage once it is free (TMA: one thread issues each
+    stage's boxes; widening: all of the producer's threads load, widen and
+    store). The paths without a producer leave them None."""
     start: object
     setup: object
     stage: object
@@ -67,3 +72,4 @@ class CopyRoutine(NamedTuple):
     inside: object
     acquire: object = None
     release: object = None
+    fill: object = None

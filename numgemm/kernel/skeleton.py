@@ -38,7 +38,7 @@ def kernel_function(cfg, warp_rt, copy_rt):
     # Shared memory and the warps see sv: cfg itself, or (unpack="tile") its s8 tiles.
     sv = cfg.shared_view
     init, frags, load_frags, compute, store = warp_rt
-    start_copies, setup_copies, stage_copies, issue, land, commit, wait, all_inside, _, _ = copy_rt  # no producer
+    start_copies, setup_copies, stage_copies, issue, land, commit, wait, all_inside, _, _, _ = copy_rt  # no producer
     k_reduce = _k_reduce(sv) if cfg.warps_k > 1 else None
     tile_steps = _tile_steps(sv, warp_rt, issue)
     tile_of, warp_tiles, copiers, barrier, next_stage = (_tile_of(cfg), _warp_tiles(cfg), _copiers(cfg),

@@ -6,9 +6,9 @@ tile walk and rasterisation, the same batch on grid.z, the same operand
 views and epilogue); what differs is who does what in its k loop:
 
     warpgroup 0, the producer, gives most of its registers back
-    (setmaxnreg.dec) and one thread of it runs the copies: for each k-tile
-    it waits until the stage is free (the copy routine's acquire: the
-    stage's "empty" mbarrier), then has TMA fill it (issue);
+    (setmaxnreg.dec) and runs the copy routine's fill over each of its
+    tiles: TMA's, on one thread, waits for each k-tile until the stage is
+    free (acquire: the stage's "empty" mbarrier), then has TMA fill it;
 
     warpgroups 1 .. warps_m / 4, the consumers, take those registers
     (setmaxnreg.inc) and each runs the warp routine on its 64 rows: it waits
@@ -37,7 +37,7 @@ are shared out by runs of k-tiles instead (_stream_k), in the same k loop.
 from numba import cuda
 
 from .. import primitives as P
-from .regs import device, divmod32, generated, i32, u8, u32
+from .regs import device, divmod32, i32, u8, u32
 from .skeleton import _k_part, _next_stage, _tile_of
 from .warp_wgmma import partials, wait_0, wait_1
 
@@ -45,7 +45,7 @@ from .warp_wgmma import partials, wait_0, wait_1
 def kernel_function(cfg, warp_rt, copy_rt):
     """The Python function of cfg's kernel with this WarpRoutine and CopyRoutine."""
     init, _, _, compute, store = warp_rt
-    start, setup, stage, issue, land, commit, wait, _, acquire, release = copy_rt
+    start, setup, _, _, _, _, wait, _, _, release, fill = copy_rt
     ptx = P.routines("inline")
     sv = cfg.shared_view                    # the stages as the consumers read them
     tile_of, next_stage = _tile_of(cfg), _next_stage(sv)
@@ -58,7 +58,6 @@ def kernel_function(cfg, warp_rt, copy_rt):
     widen = cfg.widens_tile
 
     nothing = device(lambda: None)
-    widen_tile = _widen_tile(cfg, setup, stage, issue, land, acquire, next_stage, commit) if widen else None
     regs = cfg.register_split           # the producer's registers to the consumers
     shrink, grow = (P.setmaxnreg("dec", regs[0]), P.setmaxnreg("inc", regs[1])) if regs else (nothing, nothing)
     persistent, cluster = cfg.persistent, cfg.cluster
@@ -82,18 +81,6 @@ def kernel_function(cfg, warp_rt, copy_rt):
         tm, tn = tile_of(tile // cluster, pairs_m, tiles_n)
         return tm * cluster + tile % cluster, tn
     cluster_tile = device(cluster_tile)
-
-    def fill(ctx, sbase, A, B, z, zb, tile, pairs_m, tiles_n, tid, dims, g, off, k0, kb, ke):
-        """TMA: the issuing thread copies k-tiles kb .. ke - 1 of `tile` (k0 + kt
-        of A and B) into the ring, each once its stage is free; -> (g, off)."""
-        tm, tn = cluster_tile(tile, pairs_m, tiles_n)
-        cs = setup(ctx, sbase, A, B, z, zb, i32(tm * bm), i32(tn * bn), tid, 0, dims)
-        for kt in range(kb, ke):
-            acquire(cs, g, off)
-            issue(stage(cs, k0 + kt, off, False), -1)
-            g, off = g + 1, next_stage(off)
-        return g, off
-    fill = device(fill)
 
     def consume(acc, ctx, sbase, A, B, z, zb, m0, n0, tid, lane, dims, a_rows, g, off, kb, ke, go_at):
         """A consumer warp's sums over k-tiles kb .. ke - 1 of the tile at (m0,
@@ -152,18 +139,20 @@ def kernel_function(cfg, warp_rt, copy_rt):
             whole, it0, it1 = stream_part(tiles, ktiles)
         if warp < producer_warps:
             shrink()
-            while not widen and tid == 0 and tile < whole:     # TMA: one thread issues the copies
-                g, off = fill(ctx, sbase, A, B, za, zb, tile, pairs_m, tiles_n, tid, dims, g, off, k0, 0, ktiles)
-                tile += step
+            # The tiles computed whole: TMA's one issuing thread fills the ring;
+            # widening's 128 all do, and not at all over an empty split-K run.
+            if widen or tid == 0:
+                while tile < whole and (not widen or split == 1 or ktiles > 0):
+                    tm, tn = cluster_tile(tile, pairs_m, tiles_n)
+                    g, off = fill(ctx, sbase, A, B, za, zb, i32(tm * bm), i32(tn * bn), tid, dims, g, off, k0, 0,
+                                  ktiles)
+                    tile += step
             it = it0
-            while stream and tid == 0 and it < it1:            # stream-K: the tail's runs of k-tiles
+            while stream and tid == 0 and it < it1:            # stream-K (TMA): the tail's runs of k-tiles
                 tile, kb, ke = run_of(it, it1, whole, ktiles)
-                g, off = fill(ctx, sbase, A, B, za, zb, tile, pairs_m, tiles_n, tid, dims, g, off, 0, kb, ke)
-                it += ke - kb
-            while widen and tile < tiles and (split == 1 or ktiles > 0):    # widening: all 128, sets ahead
                 tm, tn = cluster_tile(tile, pairs_m, tiles_n)
-                g, off = widen_tile(ctx, sbase, A, B, za, zb, i32(tm * bm), i32(tn * bn), tid, dims, g, off, ktiles)
-                tile += step
+                g, off = fill(ctx, sbase, A, B, za, zb, i32(tm * bm), i32(tn * bn), tid, dims, g, off, 0, kb, ke)
+                it += ke - kb
         else:
             grow()
             cw = warp - producer_warps                  # the consumer's warp: rows 16 cw .. of the tile
@@ -278,49 +267,6 @@ def _stream_k(cfg):
             done = end
             c += 1
     return tuple(map(device, (stream_part, run_of, publish, gather)))
-
-
-def _widen_tile(cfg, setup, stage, issue, land, acquire, next_stage, commit):
-    """widen_tile(ctx, sbase, A, B, z, zb, m0, n0, tid, dims, g, off, ktiles)
-    -> (g, off): the widening producer's k loop over one output tile, its
-    loads cfg.load_sets k-tiles ahead. Written out: a run-time choice between
-    per-thread arrays would send them to local memory.
-
-    widen_in="registers": the loads fill load_sets register sets in turn;
-    k-tile by k-tile, the producer waits for the stage to be free, widens the
-    set into it and loads the k-tile load_sets ahead into the same set.
-    widen_in="stage": the loads are cp.async into the stages themselves, so a
-    k-tile's stage is acquired before its copies start, each k-tile's copies
-    one commit group (empty past the last k-tile); k-tile by k-tile, the
-    producer waits for its own copies of it (cp.async.wait_group), widens
-    them in place and starts the k-tile load_sets ahead."""
-    sets = cfg.load_sets
-    if cfg.widen_in == "stage":
-        lines = ["c = setup(ctx, sbase, A, B, z, zb, m0, n0, tid, 0, dims)", "o = off"]
-        for i in range(sets):
-            lines += [f"if ktiles > {i}:", f"    acquire(c, g + {i}, o)", f"    issue(stage(c, {i}, o, False), -1)",
-                      "commit()", "o = next_stage(o)"]
-        lines += ["kt = 0", "while kt < ktiles:", "    landed()", "    land(c, off)", f"    if kt + {sets} < ktiles:",
-                  f"        acquire(c, g + {sets}, o)", f"        issue(stage(c, kt + {sets}, o, False), -1)",
-                  "    commit()", "    g, off, o = g + 1, next_stage(off), next_stage(o)", "    kt += 1",
-                  "return g, off"]
-    else:
-        lines = [f"c{i} = setup(ctx, sbase, A, B, z, zb, m0, n0, tid, 0, dims)" for i in range(sets)]
-        lines += ["o = off"]
-        for i in range(sets):
-            lines += [f"if ktiles > {i}:", f"    issue(stage(c{i}, {i}, o, False), -1)", "o = next_stage(o)"]
-        lines += ["kt = 0", "while kt < ktiles:"]
-        for i in range(sets):
-            lines += [f"    if kt + {i} < ktiles:", f"        acquire(c{i}, g, off)", f"        land(c{i}, off)",
-                      f"        if kt + {i + sets} < ktiles:",
-                      f"            issue(stage(c{i}, kt + {i + sets}, o, False), -1)",
-                      "        g, off, o = g + 1, next_stage(off), next_stage(o)"]
-        lines += [f"    kt += {sets}", "return g, off"]
-    env = {"setup": setup, "stage": stage, "issue": issue, "land": land, "acquire": acquire,
-           "next_stage": next_stage, "commit": commit}
-    if cfg.widen_in == "stage":     # the groups of the k-tiles after this one may still be in flight
-        env["landed"] = getattr(P.routines(cfg.linkage), f"cp_async_wait_{sets - 1}")
-    return generated("widen_tile", "ctx, sbase, A, B, z, zb, m0, n0, tid, dims, g, off, ktiles", lines, env)
 
 
 def rules(cfg):

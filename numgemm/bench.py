@@ -28,7 +28,7 @@ import numpy as np
 
 from . import microbench, operands, report, selection
 from .cli import entry
-from .measure import bytes_moved, check, from_l2, log, operand_sets, prebuild, timed
+from .measure import bytes_moved, check, from_l2, log, operand_sets, prebuild, time_run, timed
 from .precision import PRECISIONS
 from .timing import device_name
 from .toolchain import TARGETS
@@ -83,7 +83,7 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
 
     from .api import gemm
     from .peers import peer_runs
-    from .timing import gpu_state, l2_flusher, time_gpu, time_host
+    from .timing import l2_flusher, time_host
 
     (M, N, K), batch, rows = shape, args.batch, []
     between = l2_flusher() if args.cold_l2 else None
@@ -101,10 +101,9 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
         log(f"[{precision} {label}] time {preset}/{kname}")
         if cfg.b_layout not in dev_sets:
             dev_sets[cfg.b_layout] = [operands.to_device(precision, cfg.b_layout, *hs) for hs in host_sets]
-        state = {}
-        ms, ok, plans, outs = timed(precision, cfg, shape, dev_sets[cfg.b_layout], host_sets, args, rng,
-                                    between=between,
-                                    during=lambda: state.update(gpu_state(cuda.get_current_device().id)))
+        measured, ok, plans, outs = timed(precision, cfg, shape, dev_sets[cfg.b_layout], host_sets, args, rng,
+                                          between=between, steady=getattr(args, "steady", None))
+        ms = measured.ms
         # What a call costs the host: gemm() again on the same arrays (the default: as a user calls
         # it, with no kernel named), and the launch alone.
         x0, y0 = dev_sets[cfg.b_layout][0]
@@ -126,7 +125,7 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
                              "config": cfg.name})
         row.ms, row.tops = ms, work / (ms * 1e-3) / 1e12
         _bandwidth(row, ws, args)
-        row.sm_mhz, row.power_w = state.get("sm_mhz", math.nan), state.get("power_w", math.nan)
+        row.measured(measured, work)
         row.ceiling_pct = 100 * row.tops / microbench.ceiling_for(cfg, ceilings)
         times[preset, kname, label] = ms
         # Each result as it comes: a run cut short keeps what it measured.
@@ -136,14 +135,13 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
                                                getattr(args, "b_layout", None))
     for pname, prun, pcheck in peers:
         log(f"[{precision} {label}] time {pname}")
-        state = {}
-        ms, _ = time_gpu(prun, repeats=args.repeats, between=between,
-                         during=lambda: state.update(gpu_state(cuda.get_current_device().id)))
+        measured = time_run(prun, args.repeats, between, getattr(args, "steady", None))     # as the kernels
+        ms = measured.ms
         row = report.Row(precision, label, "library", pname, pname, "ok" if pcheck() else "FAIL", from_l2=in_l2)
         if row.status == "ok":
             row.ms, row.tops = ms, work / (ms * 1e-3) / 1e12
             _bandwidth(row, ws, args)
-            row.sm_mhz, row.power_w = state.get("sm_mhz", math.nan), state.get("power_w", math.nan)
+            row.measured(measured, work)
             row.ceiling_pct = 100 * row.tops / microbench.fastest_ceiling(precision, ceilings)
             times.setdefault(("library", precision, label), ms)     # x library: the vendor's, listed first
         rows.append(row)
@@ -232,7 +230,12 @@ def parse(argv):
                          "own; with --tune, the layout searched")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--preset", choices=("paper", "tuned", "all"), default="all")
-    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--burst", action="store_true",
+                    help="time each kernel in a short burst (2 warm-up and --repeats timed launches, at the boost "
+                         "clock) instead of in steady state (warmed for 200 ms, then at least 100 ms and --repeats "
+                         "launches timed, at the clock the power limit leaves)")
+    ap.add_argument("--repeats", type=int, default=None,
+                    help="timed launches: a burst's count (default 10); steady state's least (default 30)")
     ap.add_argument("--seed", type=int, default=None, help="default: fresh random data")
     ap.add_argument("--no-peers", action="store_true", help="skip the library GEMMs")
     ap.add_argument("--linkage", choices=("inline", "link"),
@@ -263,7 +266,14 @@ def parse(argv):
                     help="where --tune writes (default: the kernel cache folder's tuned/<arch>.json)")
     ap.add_argument("--csv", help="also write the rows as CSV")
     ap.add_argument("--json", help="also write the rows (and the ceilings) as JSON")
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    from .timing import Steady
+
+    args.steady = None if args.burst or args.tune else Steady(**({} if args.repeats is None else
+                                                               {"min_repeats": args.repeats}))
+    if args.repeats is None:
+        args.repeats = 10
+    return args
 
 
 def input_distribution():
@@ -285,6 +295,9 @@ def header(device, ceilings, args):
              f"inputs: {input_distribution()}; fresh each run" + ("" if args.seed is None else f" (seed {args.seed})")
              + ("; L2 flushed before each timed launch" if args.cold_l2 else "")
              + ("; FP16's kernels store C as float16" if getattr(args, "out_dtype", "") == "float16" else ""),
+             "timing: " + (args.steady.describe() if args.steady else
+                           f"burst: 2 warm-up launches, the median of {args.repeats} behind a spin kernel, at "
+                           "whatever clock they start at (SM MHz and W read during them; no energy)"),
              "instruction ceilings (T(FL)OPS; % ceil is each kernel's share of its own instruction's): "
              + ", ".join(f"{k} {v:.0f}" for k, v in ceilings.items())]
     return "\n".join(lines), facts

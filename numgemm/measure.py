@@ -2,8 +2,8 @@
 
 check() compiles each kernel and compares it once, every entry, with the exact
 reference on an irregular batched shape (CHECK_SHAPE, no multiple of any
-tile); timed() launches it over rotated operand sets (CUDA events behind a
-spin kernel, the median of --repeats) and samples its output again.
+tile); timed() launches it over rotated operand sets (in steady state, or a
+burst of --repeats: numgemm.timing) and samples its output again.
 """
 
 import math
@@ -113,15 +113,33 @@ def operand_sets(precision, batch, shape, rng):
             for _ in range(rotations(bytes_moved(precision, batch, M, N, K)))]
 
 
-def timed(precision, cfg, shape, dev_sets, host_sets, args, rng, between=None, during=None):
-    """(median ms, sampled check passed, plans, outputs) of cfg's kernel
-    launched over the rotated operand sets, each into its own poisoned output."""
+def timed(precision, cfg, shape, dev_sets, host_sets, args, rng, between=None, steady=None):
+    """(timing.Measured, sampled check passed, plans, outputs) of cfg's
+    kernel launched over the rotated operand sets, each into its own
+    poisoned output: in steady state (steady: a timing.Steady), else a burst
+    of args.repeats."""
     from .api import plan_gemm
-    from .timing import time_gpu
 
     M, N, K = shape
     outs = [operands.poisoned(precision, (args.batch, M, N), cfg.c_dtype) for _ in host_sets]
     plans = [plan_gemm(x, y, precision=precision, kernel=cfg, out=o, k=K) for (x, y), o in zip(dev_sets, outs)]
-    ms, _ = time_gpu(lambda i: plans[i % len(plans)].launch(), repeats=args.repeats, between=between, during=during)
+    measured = time_run(lambda i: plans[i % len(plans)].launch(), args.repeats, between, steady)
     a, b = host_sets[0]
-    return ms, operands.sample_matches(outs[0].copy_to_host(), a, b, precision, rng, cfg.acc), plans, outs
+    return measured, operands.sample_matches(outs[0].copy_to_host(), a, b, precision, rng, cfg.acc), plans, outs
+
+
+def time_run(run, repeats, between=None, steady=None):
+    """A timing.Measured of run(i): steady state where steady (a
+    timing.Steady) is given, else a burst of `repeats` launches with the
+    clock and power read while they run (no energy: a burst is too short
+    for the board's energy counter)."""
+    from numba import cuda
+
+    from .timing import Measured, gpu_state, time_gpu, time_steady
+
+    device = cuda.get_current_device().id
+    if steady is not None:
+        return time_steady(run, steady, between, device)
+    state = {}
+    ms, samples = time_gpu(run, repeats=repeats, between=between, during=lambda: state.update(gpu_state(device)))
+    return Measured(ms, samples, state.get("sm_mhz", math.nan), state.get("power_w", math.nan))

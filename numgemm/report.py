@@ -30,8 +30,15 @@ class Row:
     launch_us: float = math.nan       # plan.launch() alone
     sm_mhz: float = math.nan         # SM clock and board power while the timed launches run
     power_w: float = math.nan
+    joules: float = math.nan         # energy a GEMM takes (steady state: NVML's counter over the timed window)
+    tops_per_w: float = math.nan     # T(FL)OPS per watt: work / joules
     flags: str = ""                  # "above the mma.sync ceiling", "grows faster than work", "L2"
     from_l2: bool = False            # its operand sets too small to overflow L2 three times (measure.from_l2)
+
+    def measured(self, measured, work):
+        """The clock, power and energy of a timing.Measured of `work` ops."""
+        self.sm_mhz, self.power_w, self.joules = measured.sm_mhz, measured.power_w, measured.joules
+        self.tops_per_w = work / measured.joules / 1e12 if measured.joules > 0 else math.nan
 
 
 def flag(rows):
@@ -54,7 +61,8 @@ def flag(rows):
 
 
 HEADERS = ["precision", "N", "preset", "kernel", "status", "time ms", "T(FL)OPS", "% ceil", "GB/s", "% copy",
-           "x WMMA", "x fp16_wmma", "x library", "compile s", "host us", "launch us", "SM MHz", "W", "flags"]
+           "x WMMA", "x fp16_wmma", "x library", "compile s", "host us", "launch us", "SM MHz", "W", "J/GEMM",
+           "T(FL)OPS/W", "flags"]
 
 
 def op_of(config_name):
@@ -116,7 +124,7 @@ def table(rows):
             [f(r.vs_wmma, ".2f"), f(r.vs_fp16_wmma, ".2f"),
              f(r.vs_library, ".2f"), f(r.compile_s, ".1f"), f(r.host_us, ".0f"), f(r.launch_us, ".0f"),
              f(r.sm_mhz, ".0f"),
-             f(r.power_w, ".0f"), r.flags] for r in rows]
+             f(r.power_w, ".0f"), f(r.joules, ".3g"), f(r.tops_per_w, ".2f"), r.flags] for r in rows]
     # Numbers stay as formatted here (tabulate would re-parse "1.50" as 1.5).
     align = ["left"] * 5 + ["right"] * (len(headers) - 6) + ["left"]
     return tabulate(body, headers=headers, tablefmt="github", disable_numparse=True, colalign=align)

@@ -1,13 +1,23 @@
-"""Timing GPU work without timing the host.
+"""Timing GPU work without timing the host, in steady state or in a burst.
 
-A numba-cuda launch costs ~100 us of host time, more than a small GEMM runs,
-so back-to-back launches would measure the host. Here each batch of timed
-launches is queued behind a kernel that spins on the GPU's clock long enough
-for the host to enqueue them all; CUDA events around each launch then see
-the GPU alone. Times are medians after warm-up.
+A launch can cost more host time than a small GEMM runs, so back-to-back
+launches would measure the host. time_gpu queues each batch of timed
+launches behind a kernel that spins on the GPU's clock long enough for the
+host to enqueue them all; CUDA events around each launch then see the GPU
+alone. That is a burst: a few launches at the boost clock.
+
+A GEMM that draws the board's power limit slows its clock within a few
+hundred milliseconds (an H200 at 8192: 1980 MHz down to 1440-1680), and a
+model runs its GEMMs there. time_steady warms the kernel for a time (not a
+count), then times a window of at least timed_s and min_repeats launches
+straight after, with the clock, power and energy of that window. Times are
+medians.
 """
 
 import contextlib
+import dataclasses
+import functools
+import math
 import statistics
 import time
 import warnings
@@ -74,6 +84,122 @@ def time_gpu(run, *, warmup=2, repeats=10, between=None, during=None):
     return statistics.median(samples), samples
 
 
+@dataclasses.dataclass(frozen=True)
+class Steady:
+    """How time_steady measures: warm_s of warm-up launches, then at least
+    timed_s and min_repeats timed ones (at most max_repeats)."""
+    warm_s: float = 0.2
+    timed_s: float = 0.1
+    min_repeats: int = 30
+    max_repeats: int = 5000
+
+    def counts(self, est_ms, host_s):
+        """(warm-up launches, timed launches, spin ns) for a run of about
+        est_ms on the GPU that takes the host host_s to enqueue. The warm-up
+        lasts warm_s at the pace of the slower of the two. Where the host is
+        the slower, the timed launches wait behind a spin (at most 0.2 s)
+        long enough for the host to enqueue them all, and are as many as fit
+        in it (min_repeats at least); else the spin is 0: they follow the
+        warm-up, the GPU never idles."""
+        gpu = max(est_ms, 1e-4) * 1e-3
+        warm = min(self.max_repeats * 4, max(2, math.ceil(self.warm_s / max(gpu, host_s))))
+        timed = min(self.max_repeats, max(self.min_repeats, math.ceil(self.timed_s / gpu)))
+        if gpu >= 2 * host_s:
+            return warm, timed, 0
+        per = 3 * (host_s + 20e-6)
+        timed = max(self.min_repeats, min(timed, int(0.2 / per)))
+        return warm, timed, int(min(2e8, 1e6 + timed * per * 1e9))
+
+    def describe(self):
+        return (f"steady state: each kernel warmed for {self.warm_s * 1e3:.0f} ms, then the median of at least "
+                f"{self.timed_s * 1e3:.0f} ms and {self.min_repeats} launches, its clock, power and energy "
+                "read over those launches")
+
+
+@dataclasses.dataclass
+class Measured:
+    """A timing: median ms and samples; for a steady one also the SM clock
+    and board power sampled in its window and the energy a run took (J,
+    NVML's energy counter over the window; NaN where NVML cannot say)."""
+    ms: float
+    samples: list
+    sm_mhz: float = math.nan
+    power_w: float = math.nan
+    joules: float = math.nan
+
+
+def time_steady(run, steady=Steady(), between=None, device_index=0):
+    """A Measured of run() in steady state (see Steady): as time_gpu's run
+    and between. Where a launch takes the GPU longer than the host takes to
+    enqueue it, warm-up and timed launches go back to back, so the GPU never
+    idles and its clock is the one it holds under load; where the host is
+    slower (small kernels, which draw little power), the timed launches wait
+    behind a spin kernel, as time_gpu's do, after the warm-up."""
+    for i in range(2):
+        run(i)
+    cuda.synchronize()
+    first, last = cuda.event(), cuda.event()
+    t0 = time.perf_counter()
+    first.record()
+    run(0)
+    last.record()
+    host = time.perf_counter() - t0
+    last.synchronize()
+    est_ms = cuda.event_elapsed_time(first, last)
+    warm, repeats, spin_ns = steady.counts(est_ms, host)
+    starts = [cuda.event() for _ in range(repeats)]
+    ends = [cuda.event() for _ in range(repeats)]
+    for i in range(warm):
+        if between is not None:
+            between()
+        run(i)
+    if spin_ns:                             # host-bound: the spin lets the host get ahead
+        with quiet():
+            _spin[1, 1](np.uint64(spin_ns))
+    for i in range(repeats):
+        if between is not None:
+            between()
+        starts[i].record()
+        run(i)
+        ends[i].record()
+    starts[0].synchronize()
+    e0 = energy_mj(device_index)
+    starts[repeats // 2].synchronize()
+    state = gpu_state(device_index)
+    ends[-1].synchronize()
+    e1 = energy_mj(device_index)
+    samples = [cuda.event_elapsed_time(s, e) for s, e in zip(starts, ends)]
+    joules = (e1 - e0) * 1e-3 / repeats if e0 is not None and e1 is not None and e1 > e0 else math.nan
+    return Measured(statistics.median(samples), samples, state.get("sm_mhz", math.nan),
+                    state.get("power_w", math.nan), joules)
+
+
+@functools.cache
+def _nvml(device_index):
+    """The NVML handle of a device (None without nvidia-ml-py or a driver that answers)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml.nvmlDeviceGetHandleByIndex(device_index)
+    except Exception:  # noqa: BLE001 - not installed, or no NVML
+        return None
+
+
+def energy_mj(device_index=0):
+    """The board's energy counter in millijoules since the driver loaded
+    (NVML), or None."""
+    h = _nvml(device_index)
+    if h is None:
+        return None
+    import pynvml
+
+    try:
+        return pynvml.nvmlDeviceGetTotalEnergyConsumption(h)
+    except pynvml.NVMLError:
+        return None
+
+
 @contextlib.contextmanager
 def quiet():
     """numgemm's own launches of a block or a few (the spin kernel) without
@@ -113,16 +239,16 @@ def l2_flusher():
 def gpu_state(device_index=0):
     """{sm_mhz, power_w, temp_c} of the GPU now, through NVML (nvidia-ml-py)
     where installed, else nvidia-smi; {} where neither answers."""
-    try:
+    h = _nvml(device_index)
+    if h is not None:
         import pynvml
 
-        pynvml.nvmlInit()
-        h = pynvml.nvmlDeviceGetHandleByIndex(device_index)
-        return {"sm_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
-                "power_w": pynvml.nvmlDeviceGetPowerUsage(h) / 1e3,
-                "temp_c": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU)}
-    except Exception:  # noqa: BLE001 - not installed, or no NVML: ask nvidia-smi
-        pass
+        try:
+            return {"sm_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+                    "power_w": pynvml.nvmlDeviceGetPowerUsage(h) / 1e3,
+                    "temp_c": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU)}
+        except pynvml.NVMLError:        # ask nvidia-smi
+            pass
     out = _smi(device_index, "clocks.sm,power.draw,temperature.gpu")
     if out is None:
         return {}

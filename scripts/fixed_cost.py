@@ -124,6 +124,7 @@ def main(argv):
             host = operand_sets(p, 1, (M, N, K), rng)
             dev = [operands.to_device(p, cfg.b_layout, a, b) for a, b in host]
             ms, ok, _, _ = timed(p, cfg, (M, N, K), dev, host, SimpleNamespace(batch=1, repeats=20), rng)
+            ms = ms.ms
             if not ok:
                 raise SystemExit(f"{name}:{fields} at {M}x{N}x{K}: wrong result")
             points.append((bytes_moved(p, 1, M, N, K), ms * 1e3))

@@ -62,7 +62,8 @@ def main(argv):
                 host[p] = operand_sets(p, 1, (M, N, K), rng)
             if (p, cfg.b_layout) not in dev:
                 dev[p, cfg.b_layout] = [operands.to_device(p, cfg.b_layout, a, b) for a, b in host[p]]
-            ms, ok, _, _ = timed(p, cfg, (M, N, K), dev[p, cfg.b_layout], host[p], args, rng)
+            measured, ok, _, _ = timed(p, cfg, (M, N, K), dev[p, cfg.b_layout], host[p], args, rng)
+            ms = measured.ms
             shape = f"{M}x{N}x{K}" if (M, N) != (K, K) else str(K)
             print(f"{shape:>5s} {name:22s} {fields:40s} {ms:.4f} ms {2 * M * N * K / ms / 1e9:8.1f} T(FL)OPS "
                   f"{'ok' if ok else 'FAIL'}", flush=True)

@@ -36,6 +36,21 @@ def test_llm_shapes_and_their_bandwidth():
     assert row.gbs == pytest.approx(nbytes / 1e-5 / 1e9) and row.copy_pct == pytest.approx(100 * row.gbs / 4000)
 
 
+def test_steady_state_is_the_default_and_burst_the_option():
+    """Timings hold under the power limit unless --burst asks for the boost
+    clock's; --repeats is a burst's count and steady state's least; the
+    search (--tune) ranks by bursts."""
+    args = bench.parse(["--sizes", "512"])
+    assert args.steady is not None and args.steady.min_repeats == 30 and args.repeats == 10
+    assert bench.parse(["--sizes", "512", "--repeats", "50"]).steady.min_repeats == 50
+    burst = bench.parse(["--sizes", "512", "--burst", "--repeats", "20"])
+    assert burst.steady is None and burst.repeats == 20
+    assert bench.parse(["--tune", "--sizes", "512"]).steady is None
+    text, _ = bench.header("GPU", {}, args)
+    assert "timing: steady state: each kernel warmed for 200 ms" in text
+    assert "timing: burst: 2 warm-up launches, the median of 20" in bench.header("GPU", {}, burst)[0]
+
+
 def test_header_says_how_the_inputs_are_drawn():
     text = bench.input_distribution()
     assert "fp16 standard normal" in text and "[-128, 127]" in text and "[-8, 7]" in text

@@ -12,6 +12,20 @@ def test_table_has_the_columns():
     assert "1.50" in text
 
 
+def test_a_row_has_the_energy_of_its_timing():
+    from numgemm.timing import Measured
+
+    row = report.Row("fp16", 8192, "tuned", "k", "cfg", ms=1.7)
+    row.measured(Measured(1.7, [1.7], sm_mhz=1605.0, power_w=690.0, joules=1.2), 2.0 * 8192 ** 3)
+    assert (row.sm_mhz, row.power_w, row.joules) == (1605.0, 690.0, 1.2)
+    assert abs(row.tops_per_w - 2.0 * 8192 ** 3 / 1.2 / 1e12) < 1e-9
+    text = report.table([row])
+    assert "J/GEMM" in text and "T(FL)OPS/W" in text and " 1.2 | " in text
+    burst = report.Row("fp16", 8192, "tuned", "k", "cfg", ms=1.5)
+    burst.measured(Measured(1.5, [1.5], sm_mhz=1980.0, power_w=700.0), 1.0)     # no energy: left empty
+    assert burst.joules != burst.joules and burst.tops_per_w != burst.tops_per_w
+
+
 def test_rows_to_distrust_are_flagged():
     rows = [report.Row("int8", 1024, "tuned", "k", "cfg", ms=1.0, ceiling_pct=50.0),
             report.Row("int8", 2048, "tuned", "k", "cfg", ms=20.0, ceiling_pct=50.0),      # 20x for 8x the work

@@ -26,6 +26,34 @@ def test_the_l2_size_is_the_gpus():
     assert 2**20 <= l2_bytes() <= 2**30
 
 
+def test_steady_state_warms_by_time_and_times_a_window():
+    """A kernel the GPU takes longer over than the host takes to launch runs
+    back to back, warm-up and window (no spin: the GPU never idles); a small
+    one waits behind a spin after its warm-up, as many launches as the host
+    can enqueue during it, never fewer than min_repeats."""
+    from numgemm.timing import Steady
+
+    s = Steady()
+    assert s.counts(1.4, 20e-6) == (143, 72, 0)             # 8192: 200 ms warm, 100 ms timed
+    assert s.counts(0.2, 20e-6) == (1000, 500, 0)
+    warm, timed, spin = s.counts(0.006, 20e-6)             # 512^3: host-bound
+    assert warm == 10000 and spin == 2e8 and timed * 3 * 40e-6 <= 0.2 + 1e-9 and timed >= s.min_repeats
+    assert s.counts(1e-6, 10e-3)[1] == s.min_repeats       # the least, however slow the host
+    assert Steady(timed_s=10.0).counts(0.001, 0.0)[1] == Steady().max_repeats
+
+
+@pytest.mark.gpu
+def test_a_steady_timing_of_a_known_spin():
+    """A 2 ms spin timed in steady state: its median within 2 %, a window of
+    at least 100 ms, the clock read in it, and its energy where NVML answers."""
+    from numgemm import timing
+
+    ns = np.uint64(2e6)
+    m = timing.time_steady(lambda i: timing._spin[1, 1](ns))
+    assert abs(m.ms - 2.0) <= 0.04 and len(m.samples) >= 50 and m.sm_mhz > 0
+    assert m.joules != m.joules or 0 < m.joules < 700 * 2e-3 * 1.2
+
+
 def test_numgemms_own_small_launches_say_nothing():
     """Numba's low-occupancy warning (its message starts with terminal
     escapes) is silenced inside timing.quiet(), and only there."""

@@ -87,11 +87,15 @@ def time_gpu(run, *, warmup=2, repeats=10, between=None, during=None):
 @dataclasses.dataclass(frozen=True)
 class Steady:
     """How time_steady measures: warm_s of warm-up launches, then at least
-    timed_s and min_repeats timed ones (at most max_repeats)."""
+    timed_s and min_repeats timed ones (at most max_repeats), then more
+    launches until energy_s have passed since the first timed one: the
+    board's energy counter moves in steps about 0.1 s apart (on the H200,
+    a 0.1 s window saw none), so energy and power are read over energy_s."""
     warm_s: float = 0.2
     timed_s: float = 0.1
     min_repeats: int = 30
     max_repeats: int = 5000
+    energy_s: float = 1.0
 
     def counts(self, est_ms, host_s):
         """(warm-up launches, timed launches, spin ns) for a run of about
@@ -110,17 +114,24 @@ class Steady:
         timed = max(self.min_repeats, min(timed, int(0.2 / per)))
         return warm, timed, int(min(2e8, 1e6 + timed * per * 1e9))
 
+    def extra(self, est_ms, timed):
+        """Launches after the timed ones, back to back, that bring the energy window to energy_s."""
+        gpu = max(est_ms, 1e-4) * 1e-3
+        return min(self.max_repeats * 4, max(0, math.ceil(self.energy_s / gpu) - timed))
+
     def describe(self):
         return (f"steady state: each kernel warmed for {self.warm_s * 1e3:.0f} ms, then the median of at least "
-                f"{self.timed_s * 1e3:.0f} ms and {self.min_repeats} launches, its clock, power and energy "
-                "read over those launches")
+                f"{self.timed_s * 1e3:.0f} ms and {self.min_repeats} launches; its SM clock read during them, its "
+                f"energy a GEMM and mean power over {self.energy_s:.1f} s of launches from the first timed one "
+                "(NVML's energy counter)")
 
 
 @dataclasses.dataclass
 class Measured:
-    """A timing: median ms and samples; for a steady one also the SM clock
-    and board power sampled in its window and the energy a run took (J,
-    NVML's energy counter over the window; NaN where NVML cannot say)."""
+    """A timing: median ms and samples, the SM clock read during them and
+    the board's power; for a steady one the energy a run took (J) and the
+    power as the mean over its energy window (NaN where NVML cannot say, or
+    the window was too short for its counter)."""
     ms: float
     samples: list
     sm_mhz: float = math.nan
@@ -162,16 +173,28 @@ def time_steady(run, steady=Steady(), between=None, device_index=0):
         starts[i].record()
         run(i)
         ends[i].record()
+    # The energy window: the timed launches and, where the host can keep the GPU
+    # busy, as many more back to back as make it energy_s long.
+    extra = steady.extra(est_ms, repeats) if not spin_ns else 0
+    for i in range(extra):
+        if between is not None:
+            between()
+        run(repeats + i)
+    done = cuda.event()
+    done.record()
     starts[0].synchronize()
     e0 = energy_mj(device_index)
     starts[repeats // 2].synchronize()
     state = gpu_state(device_index)
-    ends[-1].synchronize()
+    done.synchronize()
     e1 = energy_mj(device_index)
     samples = [cuda.event_elapsed_time(s, e) for s, e in zip(starts, ends)]
-    joules = (e1 - e0) * 1e-3 / repeats if e0 is not None and e1 is not None and e1 > e0 else math.nan
-    return Measured(statistics.median(samples), samples, state.get("sm_mhz", math.nan),
-                    state.get("power_w", math.nan), joules)
+    span_s = cuda.event_elapsed_time(starts[0], done) * 1e-3
+    joules = watts = math.nan
+    # A window shorter than the counter's steps, or one it did not step in, says nothing.
+    if e0 is not None and e1 is not None and e1 > e0 and span_s >= 0.5 * steady.energy_s:
+        joules, watts = (e1 - e0) * 1e-3 / (repeats + extra), (e1 - e0) * 1e-3 / span_s
+    return Measured(statistics.median(samples), samples, state.get("sm_mhz", math.nan), watts, joules)
 
 
 @functools.cache

@@ -40,18 +40,21 @@ def test_steady_state_warms_by_time_and_times_a_window():
     assert warm == 10000 and spin == 2e8 and timed * 3 * 40e-6 <= 0.2 + 1e-9 and timed >= s.min_repeats
     assert s.counts(1e-6, 10e-3)[1] == s.min_repeats       # the least, however slow the host
     assert Steady(timed_s=10.0).counts(0.001, 0.0)[1] == Steady().max_repeats
+    # energy over a second of launches from the first timed one (the counter's steps are ~0.1 s apart)
+    assert s.extra(1.4, 72) == 715 - 72 and s.extra(20.0, 30) == 20
 
 
 @pytest.mark.gpu
 def test_a_steady_timing_of_a_known_spin():
     """A 2 ms spin timed in steady state: its median within 2 %, a window of
-    at least 100 ms, the clock read in it, and its energy where NVML answers."""
+    at least 100 ms, and an energy and power where NVML answers (the board's:
+    the suite's other workers share it, so only their signs are checked)."""
     from numgemm import timing
 
     ns = np.uint64(2e6)
     m = timing.time_steady(lambda i: timing._spin[1, 1](ns))
-    assert abs(m.ms - 2.0) <= 0.04 and len(m.samples) >= 50 and m.sm_mhz > 0
-    assert m.joules != m.joules or 0 < m.joules < 700 * 2e-3 * 1.2
+    assert abs(m.ms - 2.0) <= 0.04 and len(m.samples) >= 50
+    assert (m.joules != m.joules and m.power_w != m.power_w) or (m.joules > 0 and m.power_w > 0)
 
 
 def test_numgemms_own_small_launches_say_nothing():

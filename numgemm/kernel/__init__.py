@@ -27,7 +27,8 @@ from concurrent.futures import ProcessPoolExecutor
 
 from numba import cuda, types
 
-from .. import cache
+# numgemm.cache is imported by the functions that build: `import numgemm` imports this package
+# (KernelConfig.validate reads RULES), and `python -m numgemm.cache` must find that module unimported.
 from ..config import WGMMA_PARTS
 from ..launches import Address
 from ..sass import (
@@ -123,6 +124,7 @@ def build_config(cfg, target="sm_89"):
     Read from numgemm's kernel cache where it is there; on a miss, one
     front end builds target and the BUILT_TOGETHER targets of cfg that the
     cache lacks, and stores each (test_sass and inspect ask for several)."""
+    from .. import cache
     why = cfg.unsupported(target, launch=False)
     if why:
         raise ValueError(why)
@@ -164,6 +166,7 @@ def helper_cubin(spec, cc):
 
 def _cached_cubin(what, pyfunc_of, types_, options, cc, strict):
     """The cache's cubin of what (a config, or the split-K sum) for cc, or built."""
+    from .. import cache
     target = device_target(cc)
 
     def make():
@@ -182,6 +185,7 @@ def _cached_cubin(what, pyfunc_of, types_, options, cc, strict):
 def _in_processes(fn, calls, jobs):
     """fn(*args) for each args of calls, jobs processes at a time (Numba's
     front end holds the GIL); each stores what it builds in the cache."""
+    from .. import cache
     if calls and cache.enabled() and jobs > 1:
         with ProcessPoolExecutor(min(jobs, len(calls)), mp_context=multiprocessing.get_context("spawn")) as pool:
             list(pool.map(fn, *zip(*calls)))
@@ -190,6 +194,7 @@ def _in_processes(fn, calls, jobs):
 def prebuild(cfgs, cc, jobs):
     """Build, jobs at a time, the device kernels of cfgs that the cache lacks.
     (needed, from the cache, built, seconds)."""
+    from .. import cache
     target = device_target(cc)
     needed = list(dict.fromkeys(cfgs))
     todo = [c for c in needed if not cache.has(cache.key(c, target, argtypes(c), _options(c)))]

@@ -57,8 +57,6 @@ def time_gpu(run, *, warmup=2, repeats=10, between=None, during=None):
     for i in range(warmup):
         run(i)
     cuda.synchronize()
-    starts = [cuda.event() for _ in range(repeats)]
-    ends = [cuda.event() for _ in range(repeats)]
     t0 = time.perf_counter()
     run(0)                                   # how long the host takes to enqueue one
     host = time.perf_counter() - t0
@@ -68,14 +66,7 @@ def time_gpu(run, *, warmup=2, repeats=10, between=None, during=None):
         between()
         host += time.perf_counter() - t0
     # Long enough for the host to enqueue every launch and event behind it.
-    with quiet():
-        _spin[1, 1](np.uint64(min(2e8, 1e6 + 3 * repeats * (host + 20e-6) * 1e9)))
-    for i in range(repeats):
-        if between is not None:
-            between()
-        starts[i].record()
-        run(i)
-        ends[i].record()
+    starts, ends = _timed_launches(run, repeats, between, min(2e8, 1e6 + 3 * repeats * (host + 20e-6) * 1e9))
     if during is not None:
         starts[repeats // 2].synchronize()
         during()
@@ -158,21 +149,11 @@ def time_steady(run, steady=Steady(), between=None, device_index=0):
     last.synchronize()
     est_ms = cuda.event_elapsed_time(first, last)
     warm, repeats, spin_ns = steady.counts(est_ms, host)
-    starts = [cuda.event() for _ in range(repeats)]
-    ends = [cuda.event() for _ in range(repeats)]
     for i in range(warm):
         if between is not None:
             between()
         run(i)
-    if spin_ns:                             # host-bound: the spin lets the host get ahead
-        with quiet():
-            _spin[1, 1](np.uint64(spin_ns))
-    for i in range(repeats):
-        if between is not None:
-            between()
-        starts[i].record()
-        run(i)
-        ends[i].record()
+    starts, ends = _timed_launches(run, repeats, between, spin_ns)     # host-bound: behind a spin
     # The energy window: the timed launches and, where the host can keep the GPU
     # busy, as many more back to back as make it energy_s long.
     extra = steady.extra(est_ms, repeats) if not spin_ns else 0
@@ -195,6 +176,23 @@ def time_steady(run, steady=Steady(), between=None, device_index=0):
     if e0 is not None and e1 is not None and e1 > e0 and span_s >= 0.5 * steady.energy_s:
         joules, watts = (e1 - e0) * 1e-3 / (repeats + extra), (e1 - e0) * 1e-3 / span_s
     return Measured(statistics.median(samples), samples, state.get("sm_mhz", math.nan), watts, joules)
+
+
+def _timed_launches(run, repeats, between, spin_ns):
+    """(start events, end events) of `repeats` runs, each after between();
+    behind a spin kernel of spin_ns where that is not 0."""
+    starts = [cuda.event() for _ in range(repeats)]
+    ends = [cuda.event() for _ in range(repeats)]
+    if spin_ns:
+        with quiet():
+            _spin[1, 1](np.uint64(spin_ns))
+    for i in range(repeats):
+        if between is not None:
+            between()
+        starts[i].record()
+        run(i)
+        ends[i].record()
+    return starts, ends
 
 
 @functools.cache

@@ -69,7 +69,7 @@ def max_bytes():
 # --- the key ---------------------------------------------------------------------
 
 #: numgemm's modules whose code decides a kernel's machine code.
-_BUILDER = ("config.py", "precision.py", "primitives.py", "sass.py", "toolchain.py", "cache.py", "kernel")
+_BUILDER = ("config.py", "tiles.py", "precision.py", "primitives.py", "sass.py", "toolchain.py", "cache.py", "kernel")
 
 
 @functools.cache

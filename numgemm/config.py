@@ -10,22 +10,8 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 import numpy as np
 
 from .precision import PRECISIONS
+from .tiles import RING_STAGES, SWIZZLE_BYTES, WGMMA_PARTS
 from .toolchain import parse_target, target_name
-
-SWIZZLE_BYTES = 128         # a swizzled shared row (and a TMA box's row): the 128-byte swizzle's span
-#: op="wgmma": the N of each instruction a k step issues, by the tile's bn (320, the
-#: width of cuBLAS's fp16 tiles on sm_90: m64n256 and m64n64 side by side). Which N a
-#: precision has routines for, in which B layout: Precision.wgmma_ns, wgmma_kn_ns, wgmma_swap_ns.
-WGMMA_PARTS = {16: (16,), 32: (32,), 64: (64,), 128: (128,), 192: (192,), 256: (256,), 320: (256, 64)}
-#: copy="tma": the most stages its ring of mbarriers may have (cp.async kernels: 5).
-RING_STAGES = 16
-
-
-def swizzled_offset(offset):
-    """Where byte `offset` of a tile of 128-byte rows lies in the 128-byte
-    swizzle: 16-byte chunk c of row r at chunk c ^ (r % 8)."""
-    return offset ^ (((offset >> 7) & 7) << 4)
-
 
 def knob(default=MISSING, values=None, at_least=0, suffix=None, implied=None):
     """A KernelConfig field, declared once: its default; the values it may

@@ -24,7 +24,7 @@ import numpy as np
 from numba import cuda
 
 from . import driver
-from .config import SWIZZLE_BYTES
+from .tiles import SWIZZLE_BYTES
 
 # cuda.h enums
 _UINT8 = 0                  # CU_TENSOR_MAP_DATA_TYPE_UINT8: the kernels see operands as bytes

@@ -19,7 +19,7 @@ precision as it is done.
 from pathlib import Path
 
 from . import operands, registry
-from .config import RING_STAGES
+from .tiles import RING_STAGES
 from .measure import check, log, operand_sets, prebuild, timed
 from .timing import device_name
 from .toolchain import target_name

@@ -29,7 +29,7 @@ from numba import cuda, types
 
 # numgemm.cache is imported by the functions that build: `import numgemm` imports this package
 # (KernelConfig.validate reads RULES), and `python -m numgemm.cache` must find that module unimported.
-from ..config import WGMMA_PARTS
+from ..tiles import WGMMA_PARTS
 from ..launches import Address
 from ..sass import (
     NVVM_OPTIONS,

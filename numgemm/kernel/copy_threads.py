@@ -19,7 +19,7 @@ from collections import namedtuple
 from numba import cuda
 
 from .. import primitives as P
-from ..config import SWIZZLE_BYTES
+from ..tiles import SWIZZLE_BYTES
 from .regs import device, i32, inlined, swizzled, u32, u64
 from .seams import CopyRoutine
 

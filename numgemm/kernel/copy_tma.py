@@ -29,7 +29,7 @@ from collections import namedtuple
 from numba import cuda
 
 from .. import primitives as P
-from ..config import SWIZZLE_BYTES
+from ..tiles import SWIZZLE_BYTES
 from .regs import device, divmod32, i32, u32, u64
 from .seams import CopyRoutine
 from .skeleton import _next_stage

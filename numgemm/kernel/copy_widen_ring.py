@@ -24,7 +24,7 @@ from collections import namedtuple
 from numba import cuda
 
 from .. import primitives as P
-from ..config import SWIZZLE_BYTES
+from ..tiles import SWIZZLE_BYTES
 from . import copy_threads, copy_tma
 from .copy_widen import (
     _copy_to_stage,

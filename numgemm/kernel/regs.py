@@ -13,7 +13,7 @@ from llvmlite import ir
 from numba import cuda, types
 from numba.cuda.extending import intrinsic
 
-from ..config import swizzled_offset
+from ..tiles import swizzled_offset
 
 u8, u32, u64, i32 = types.uint8, types.uint32, types.uint64, types.int32
 #: Numba type of an accumulator register, by KernelConfig.acc (f16: two halves in a 32-bit word).

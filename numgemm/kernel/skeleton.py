@@ -28,7 +28,7 @@ constant trip counts, so LLVM unrolls them into registers (see regs).
 from numba import cuda
 
 from .. import primitives as P
-from ..config import SWIZZLE_BYTES
+from ..tiles import SWIZZLE_BYTES
 from .regs import ACC, device, divmod32, generated, i32, u8
 from .split_k import slices_sum
 

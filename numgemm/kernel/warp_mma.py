@@ -12,7 +12,7 @@ issues two m16n8k32.s8 per k64 step.
 from numba import cuda, types
 
 from .. import primitives as P
-from ..config import SWIZZLE_BYTES, swizzled_offset
+from ..tiles import SWIZZLE_BYTES, swizzled_offset
 from .regs import (
     ACC,
     device,

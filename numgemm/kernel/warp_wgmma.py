@@ -26,7 +26,7 @@ from types import SimpleNamespace
 from numba import cuda
 
 from .. import primitives as P
-from ..config import SWIZZLE_BYTES, WGMMA_PARTS
+from ..tiles import SWIZZLE_BYTES, WGMMA_PARTS
 from .regs import ACC, device, generated, i32, inlined, u8, u32, u64, zeroed
 from .seams import WarpRoutine
 from .warp_mma import _store

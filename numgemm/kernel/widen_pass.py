@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from numba import cuda, types
 
 from .. import primitives as P
-from ..config import SWIZZLE_BYTES
+from ..tiles import SWIZZLE_BYTES
 from .regs import divmod32, u8, u64
 
 THREADS = 256

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import checks, driver, frameworks, plans, views
 from .checks import with_c_dtype
-from .launches import Repeat
+from .repeats import Repeat
 from .plans import GemmPlan, NotOnThisGPU
 from .views import transposed
 
@@ -75,7 +75,7 @@ def gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, out_dty
     return result
 
 
-#: gemm()'s recent calls on device arrays, prepared (launches.Repeat), most
+#: gemm()'s recent calls on device arrays, prepared (repeats.Repeat), most
 #: recent last, by everything about the call but the arrays' addresses (see
 #: _call): a call like one of them costs its key, C's allocation where it
 #: returns a new C, and the driver's launches. Each holds its launches' raw

@@ -3,11 +3,14 @@
     python bench.py --precision int8 --plot plots/
     python -m numgemm.plots results/2026-12-01-h200-builds/bench_all.json plots/    # stored rows
 
-roofline.png: every kernel at every size, T(FL)OPS against arithmetic
-intensity (operations per byte of A, B and C moved once), under this GPU's
-measured copy bandwidth and mma.sync ceilings; the largest size of each
-kernel is labelled. family_<name>.png: per family, each variant's time at
-each size, with its ratio to the family's base.
+roofline.png: a panel per precision, its tuned kernels and the libraries
+at every size, T(FL)OPS against arithmetic intensity (operations per byte
+of A, B and C moved once), under each of its instructions' roofs: the
+run's copy bandwidth times intensity, up to the instruction's measured
+ceiling. family_<preset>_<name>.png: per family and size, each variant's
+T(FL)OPS from zero with its ratio to the family's base. shapes.png (M x N x
+K shapes): each kernel against the library, shape by shape. energy.png
+(steady-state runs): T(FL)OPS per watt and J a GEMM.
 """
 
 import math
@@ -47,63 +50,157 @@ def intensity(precision, n, batch=1):
     return 2.0 * M * N * K / (bits / 8 * (M * K + K * N) + out_bytes * M * N)
 
 
-def roofline(data, path, plt):
-    rows = [r for r in data["rows"] if r["status"] == "ok" and r["tops"] == r["tops"]]
-    fig, ax = plt.subplots(figsize=(10, 7))
-    xs = [intensity(r["precision"], r["n"]) for r in rows]
-    lo, hi = min(xs, default=1) / 2, max(xs, default=1e4) * 2
+def _ok(rows):
+    return [r for r in rows if r["status"] == "ok" and r["tops"] == r["tops"]]
+
+
+def _label(r):
+    return r["kernel"] if r["preset"] in ("library", "tuned") else f"{r['preset']}/{r['kernel']}"
+
+
+def _roofs(precision, ceilings):
+    """{instruction: T(FL)OPS} of the instructions a precision's kernels can
+    run on (a widening precision's: its wide one's too)."""
+    prec = PRECISIONS[precision]
+    names = [prec.ceiling, prec.wgmma, prec.wide.ceiling, prec.wide.wgmma]
+    return {n: ceilings[n] for n in dict.fromkeys(names) if n in ceilings}
+
+
+def roofline(data, path, plt, presets=("tuned", "library")):
+    """A panel per precision: its instructions' roofs, min(copy bandwidth x
+    intensity, ceiling), and each kernel's points over the run's sizes,
+    named in the legend."""
+    rows = [r for r in _ok(data["rows"]) if r["preset"] in presets] or _ok(data["rows"])
+    precisions = [p for p in PRECISIONS if any(r["precision"] == p for r in rows)]
+    if not precisions:
+        return False
     bw = data.get("copy_gbs")
-    if bw:
-        ax.plot([lo, hi], [lo * bw / 1e3, hi * bw / 1e3], "k--", lw=1, label=f"copy bandwidth {bw:.0f} GB/s")
-    for name, tops in data.get("ceilings", {}).items():
-        ax.axhline(tops, lw=1, ls=":", color="gray")
-        ax.text(hi, tops, f" {name} {tops:.0f}", va="center", fontsize=7)
-    marks = dict(zip(PRECISIONS, "os^Dv<>"))
-    kernels = list(dict.fromkeys((r["preset"], r["kernel"]) for r in rows))
-    colors = plt.cm.tab20.colors
-    for i, key in enumerate(kernels):
-        mine = [r for r in rows if (r["preset"], r["kernel"]) == key]
-        x = [intensity(r["precision"], r["n"]) for r in mine]
-        y = [r["tops"] for r in mine]
-        ax.plot(x, y, marks.get(mine[0]["precision"], "o"), color=colors[i % len(colors)], ms=4,
-                ls="-" if key[0] != "library" else "--", lw=0.6)
-        ax.annotate(f"{key[0]}/{key[1]}" if key[0] != "library" else key[1], (x[-1], y[-1]), fontsize=6,
-                    xytext=(3, 2), textcoords="offset points")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (operations per byte of A, B and C)")
-    ax.set_ylabel("T(FL)OPS")
-    legend = ", ".join(f"{m} {p}" for p, m in marks.items())
-    ax.set_title(f"numgemm on {data.get('device', '?')}, {data.get('date', '')}: markers {legend}")
-    if bw:
-        ax.legend(loc="lower right", fontsize=8)
+    fig, axes = plt.subplots(1, len(precisions), figsize=(7.5 * len(precisions), 6.5), squeeze=False)
+    colors = plt.cm.tab10.colors
+    for ax, precision in zip(axes[0], precisions):
+        mine = [r for r in rows if r["precision"] == precision]
+        roofs = _roofs(precision, data.get("ceilings", {}))
+        xs = [intensity(precision, r["n"]) for r in mine]
+        ridges = [tops / bw * 1e3 for tops in roofs.values()] if bw else []    # where each roof bends
+        x = np.geomspace(min(xs + ridges) / 3, max(xs + ridges) * 3, 200)
+        for i, (name, tops) in enumerate(roofs.items()):
+            roof = np.minimum(x * bw / 1e3, tops) if bw else np.full_like(x, tops)
+            ax.plot(x, roof, color="0.4", lw=1.2, ls=("-", "--", "-.", ":")[i % 4], label=f"roof: {name} {tops:.0f}")
+        for i, key in enumerate(dict.fromkeys(_label(r) for r in mine)):
+            pts = sorted((intensity(precision, r["n"]), r["tops"]) for r in mine if _label(r) == key)
+            library = key in {r["kernel"] for r in mine if r["preset"] == "library"}
+            ax.plot(*zip(*pts), marker="os^Dv<>P*X"[i // len(colors) % 9], color=colors[i % len(colors)], ms=5,
+                    lw=1, ls="--" if library else "-", label=key)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("arithmetic intensity (operations per byte of A, B and C moved once)")
+        ax.set_ylabel("T(FL)OPS")
+        ax.set_title(f"{precision}" + (f": roofs at {bw:.0f} GB/s (copy)" if bw else ""), fontsize=10)
+        ax.grid(True, which="major", lw=0.3)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.12), ncol=2, frameon=False)
+    fig.suptitle(f"numgemm on {data.get('device', '?')}, {data.get('date', '')}: roofline", fontsize=11)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    fig.savefig(path, dpi=130, bbox_inches="tight")
     plt.close(fig)
+    return True
+
+
+def _bars(ax, labels, values, texts, color="tab:blue"):
+    """Bars from zero with a text on each (no text where the value is NaN)."""
+    ax.bar(range(len(labels)), values, color=color)
+    top = max((v for v in values if v == v), default=1)
+    for i, (v, t) in enumerate(zip(values, texts)):
+        if v == v and t:
+            ax.text(i, v + 0.01 * top, t, ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(labels)), labels, rotation=60, ha="right", fontsize=7)
+    ax.set_ylim(0, top * 1.12)
 
 
 def family_bars(data, family, members, path, plt):
-    """Bars of each member's time per size, annotated with the base's time over its."""
-    rows = [r for r in data["rows"] if r["kernel"] in members and r["status"] == "ok" and r["ms"] == r["ms"]]
+    """A panel per size: each member's T(FL)OPS on a linear axis from zero,
+    its ratio to the family's base (the base's time over its) on its bar."""
+    rows = [r for r in _ok(data["rows"]) if r["kernel"] in members]
     if not rows:
         return False
     sizes = list(dict.fromkeys(r["n"] for r in rows))
     names = [m for m in members if any(r["kernel"] == m for r in rows)]
-    fig, axes = plt.subplots(1, len(sizes), figsize=(3.2 * len(sizes), 4.5), squeeze=False)
+    fig, axes = plt.subplots(1, len(sizes), figsize=(3.4 * len(sizes), 4.8), squeeze=False)
     for ax, n in zip(axes[0], sizes):
-        at = {r["kernel"]: r["ms"] for r in rows if r["n"] == n}
+        at = {r["kernel"]: r for r in rows if r["n"] == n}
         base = at.get(members[0])
-        ys = [at.get(m, math.nan) for m in names]
-        ax.bar(range(len(names)), ys, color="tab:blue")
-        for i, y in enumerate(ys):
-            if base and y == y:
-                ax.text(i, y, f"{base / y:.2f}x", ha="center", va="bottom", fontsize=7)
-        ax.set_xticks(range(len(names)), [m.replace(family + "_", "") for m in names], rotation=70, fontsize=7)
+        tops = [at[m]["tops"] if m in at else math.nan for m in names]
+        texts = [f"{base['ms'] / at[m]['ms']:.2f}x" if base and m in at else "" for m in names]
+        _bars(ax, [m.replace(family + "_", "") or m for m in names], tops, texts)
         ax.set_title(f"N = {n}", fontsize=9)
-        ax.set_yscale("log")                # a family spans 100x (dp4a, manual packing)
-        ax.set_ylabel("ms" if ax is axes[0][0] else "")
-    fig.suptitle(f"{family}: time, and {members[0]}'s time over each ({data.get('device', '?')}, "
+        ax.set_ylabel("T(FL)OPS" if ax is axes[0][0] else "")
+    fig.suptitle(f"{family}: T(FL)OPS, and {members[0]}'s time over each's ({data.get('device', '?')}, "
                  f"{data.get('date', '')})", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return True
+
+
+def shapes_chart(data, path, plt):
+    """The run's M x N x K shapes (--shapes llm): a panel per precision, each
+    numgemm kernel's speed against the run's first library row of the same
+    shape (its time over ours: above 1, numgemm is faster), shape by shape."""
+    rows = [r for r in _ok(data["rows"]) if isinstance(r["n"], str)]
+    precisions = [p for p in PRECISIONS if any(r["precision"] == p and r["preset"] != "library" for r in rows)]
+    if not precisions:
+        return False
+    fig, axes = plt.subplots(len(precisions), 1, figsize=(11, 4.2 * len(precisions)), squeeze=False)
+    for ax, precision in zip(axes[:, 0], precisions):
+        mine = [r for r in rows if r["precision"] == precision]
+        shapes = list(dict.fromkeys(r["n"] for r in mine))
+        kernels = list(dict.fromkeys(_label(r) for r in mine if r["preset"] != "library"))
+        width = 0.8 / max(1, len(kernels))
+        for j, key in enumerate(kernels):
+            ratios = []
+            for n in shapes:
+                lib = next((r for r in mine if r["n"] == n and r["preset"] == "library"), None)
+                ours = next((r for r in mine if r["n"] == n and _label(r) == key), None)
+                ratios.append(lib["ms"] / ours["ms"] if lib and ours else math.nan)
+            xs = [i + (j - (len(kernels) - 1) / 2) * width for i in range(len(shapes))]
+            ax.bar(xs, ratios, width, label=key)
+            for x, v in zip(xs, ratios):
+                if v == v:
+                    ax.text(x, v, f"{v:.2f}", ha="center", va="bottom", fontsize=6)
+        lib_names = list(dict.fromkeys(r["kernel"] for r in mine if r["preset"] == "library"))
+        ax.axhline(1.0, color="k", lw=0.8)
+        ax.set_xticks(range(len(shapes)), shapes, rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel(f"{lib_names[0] if lib_names else 'library'} time / ours")
+        ax.set_title(f"{precision}: against the library, shape by shape", fontsize=10)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{data.get('device', '?')}, {data.get('date', '')}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return True
+
+
+def energy_chart(data, path, plt):
+    """T(FL)OPS per watt of every row with an energy (steady-state runs), a
+    panel per precision and size, its J/GEMM on its bar."""
+    rows = [r for r in _ok(data["rows"]) if r.get("tops_per_w", math.nan) == r.get("tops_per_w", math.nan)
+            and "tops_per_w" in r]
+    groups = list(dict.fromkeys((r["precision"], r["n"]) for r in rows))
+    if not groups:
+        return False
+    fig, axes = plt.subplots(1, len(groups), figsize=(3.6 * len(groups), 4.8), squeeze=False)
+    for ax, (precision, n) in zip(axes[0], groups):
+        mine = [r for r in rows if (r["precision"], r["n"]) == (precision, n)]
+        colors = ["tab:gray" if r["preset"] == "library" else "tab:green" for r in mine]
+        ax.bar(range(len(mine)), [r["tops_per_w"] for r in mine], color=colors)
+        top = max(r["tops_per_w"] for r in mine)
+        for i, r in enumerate(mine):
+            ax.text(i, r["tops_per_w"] + 0.01 * top, f"{r['joules']:.3g} J", ha="center", va="bottom", fontsize=7)
+        ax.set_xticks(range(len(mine)), [_label(r) for r in mine], rotation=60, ha="right", fontsize=7)
+        ax.set_ylim(0, top * 1.12)
+        ax.set_title(f"{precision} {n}", fontsize=9)
+        ax.set_ylabel("T(FL)OPS per watt" if ax is axes[0][0] else "")
+    fig.suptitle(f"Work per joule, steady state ({data.get('device', '?')}, {data.get('date', '')}); "
+                 "numgemm green, libraries gray", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)
@@ -121,8 +218,10 @@ def write(data, folder):
         return []
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    out = [folder / "roofline.png"]
-    roofline(data, out[0], plt)
+    out = []
+    for name, draw in (("roofline.png", roofline), ("shapes.png", shapes_chart), ("energy.png", energy_chart)):
+        if draw(data, folder / name, plt):
+            out.append(folder / name)
     for preset in ("tuned", "paper"):
         for family, members in registry.FAMILIES[preset].items():
             path = folder / f"family_{preset}_{family}.png"

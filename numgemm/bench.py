@@ -49,7 +49,7 @@ def run(args):
     cc = tuple(dev.compute_capability)
     log(f"numgemm bench on {name} (sm_{cc[0]}{cc[1]}), batch {args.batch}, sizes {args.sizes}")
     log("measuring the instructions' ceilings (mma.sync; wgmma on sm_90) ...")
-    ceilings = microbench.measure_ceilings()
+    ceilings = microbench.measure_ceilings(steady=getattr(args, "steady", None) is not None)    # as kernels are timed
     for op, value in ceilings.items():
         log(f"  {op}: {value:.0f} T(FL)OPS")
     args.copy_gbs = microbench.measure_copy_bandwidth()

@@ -11,9 +11,10 @@ from .precision import PRECISIONS
 
 # --- the mma.sync ceiling ----------------------------------------------------------
 
-def measure_ceilings():
+def measure_ceilings(steady=False):
     """T(FL)OPS of register-only mma.sync loops (8 independent chains a warp),
-    per instruction: the ceiling of each precision's mma.sync."""
+    per instruction: the ceiling of each precision's mma.sync (steady: as
+    timed_loop measures in steady state, like the kernels)."""
     from numba import cuda
 
     from . import primitives as P
@@ -51,17 +52,19 @@ def measure_ceilings():
             res[cuda.grid(1)] = s
 
         res = cuda.device_array(blocks * 256, acc_t)
-        ms, iters = timed_loop(lambda n: kernel[blocks, 256](res, n))
+        ms, iters = timed_loop(lambda n: kernel[blocks, 256](res, n), steady)
         out[name] = 2 * 16 * 8 * k * 8 * iters * blocks * 8 / (ms * 1e-3) / 1e12
     if tuple(dev.compute_capability) >= (9, 0):
-        out.update(measure_wgmma_ceilings())
+        out.update(measure_wgmma_ceilings(steady))
     return out
 
 
-def timed_loop(launch):
+def timed_loop(launch, steady=False):
     """(ms, iterations) of a ceiling loop: launch(16) compiles and warms up, then
     launch(n) is timed with CUDA events, n growing 4x from 256 until a launch
-    takes over 20 ms."""
+    takes over 20 ms. steady: then a launch of about 200 ms warms the GPU to
+    the clock the power limit leaves, and one of about 100 ms right behind it
+    is the one timed (timing.Steady's window)."""
     from numba import cuda
 
     launch(16)
@@ -74,11 +77,22 @@ def timed_loop(launch):
         end.synchronize()
         ms = cuda.event_elapsed_time(start, end)
         if ms > 20 or iters > 1 << 20:
-            return ms, iters
+            break
         iters *= 4
+    if not steady:
+        return ms, iters
+    per_ms = ms / iters
+    launch(max(iters, int(200 / per_ms)))       # the warm-up, then the timed launch straight after it
+    iters = max(iters, int(100 / per_ms))
+    start, end = cuda.event(), cuda.event()
+    start.record()
+    launch(iters)
+    end.record()
+    end.synchronize()
+    return cuda.event_elapsed_time(start, end), iters
 
 
-def measure_wgmma_ceilings():
+def measure_wgmma_ceilings(steady=False):
     """T(FL)OPS of wgmma with its operands in shared memory (sm_90a): per
     precision, three warpgroups a block, one block a SM, each issuing the
     wgmma kernels' own k-tile (their warp routine's compute: fence, four
@@ -117,7 +131,7 @@ def measure_wgmma_ceilings():
             res[cuda.grid(1)] = s
 
         res = cuda.device_array(blocks * threads, acc_t)
-        ms, iters = timed_loop(lambda n: kernel[blocks, threads](res, n))
+        ms, iters = timed_loop(lambda n: kernel[blocks, threads](res, n), steady)
         m, n, k = cfg.op_shape
         out[prec.wgmma] = 2 * m * n * k * cfg.ksteps * iters * blocks * (threads // 128) / (ms * 1e-3) / 1e12
     return out

@@ -65,8 +65,7 @@ def time_gpu(run, *, warmup=2, repeats=10, between=None, during=None):
         t0 = time.perf_counter()
         between()
         host += time.perf_counter() - t0
-    # Long enough for the host to enqueue every launch and event behind it.
-    starts, ends = _timed_launches(run, repeats, between, min(2e8, 1e6 + 3 * repeats * (host + 20e-6) * 1e9))
+    starts, ends = _timed_launches(run, repeats, between, _spin_ns(repeats, host))
     if during is not None:
         starts[repeats // 2].synchronize()
         during()
@@ -101,9 +100,8 @@ class Steady:
         timed = min(self.max_repeats, max(self.min_repeats, math.ceil(self.timed_s / gpu)))
         if gpu >= 2 * host_s:
             return warm, timed, 0
-        per = 3 * (host_s + 20e-6)
-        timed = max(self.min_repeats, min(timed, int(0.2 / per)))
-        return warm, timed, int(min(2e8, 1e6 + timed * per * 1e9))
+        timed = max(self.min_repeats, min(timed, int(_SPIN_MAX_S / _enqueue_s(host_s))))
+        return warm, timed, _spin_ns(timed, host_s)
 
     def extra(self, est_ms, timed):
         """Launches after the timed ones, back to back, that bring the energy window to energy_s."""
@@ -176,6 +174,19 @@ def time_steady(run, steady=Steady(), between=None, device_index=0):
     if e0 is not None and e1 is not None and e1 > e0 and span_s >= 0.5 * steady.energy_s:
         joules, watts = (e1 - e0) * 1e-3 / (repeats + extra), (e1 - e0) * 1e-3 / span_s
     return Measured(statistics.median(samples), samples, state.get("sm_mhz", math.nan), watts, joules)
+
+
+_SPIN_MAX_S = 0.2
+
+
+def _enqueue_s(host_s):
+    """The spin a launch and its two events need, of a launch that takes the host host_s."""
+    return 3 * (host_s + 20e-6)
+
+
+def _spin_ns(launches, host_s):
+    """A spin long enough for the host to enqueue `launches` launches and their events behind it (0.2 s at most)."""
+    return int(min(_SPIN_MAX_S * 1e9, 1e6 + launches * _enqueue_s(host_s) * 1e9))
 
 
 def _timed_launches(run, repeats, between, spin_ns):

@@ -30,7 +30,7 @@ class Row:
     launch_us: float = math.nan       # plan.launch() alone
     sm_mhz: float = math.nan         # SM clock and board power while the timed launches run
     power_w: float = math.nan
-    joules: float = math.nan         # energy a GEMM takes (steady state: NVML's counter over the timed window)
+    joules: float = math.nan         # energy a GEMM takes (steady state: NVML's counter over 1 s after the warm-up)
     tops_per_w: float = math.nan     # T(FL)OPS per watt: work / joules
     flags: str = ""                  # "above the mma.sync ceiling", "grows faster than work", "L2"
     from_l2: bool = False            # its operand sets too small to overflow L2 three times (measure.from_l2)

@@ -19,6 +19,7 @@ import dataclasses
 import functools
 import math
 import statistics
+import threading
 import time
 import warnings
 
@@ -78,9 +79,9 @@ def time_gpu(run, *, warmup=2, repeats=10, between=None, during=None):
 class Steady:
     """How time_steady measures: warm_s of warm-up launches, then at least
     timed_s and min_repeats timed ones (at most max_repeats), then more
-    launches until energy_s have passed since the first timed one: the
-    board's energy counter moves in steps about 0.1 s apart (on the H200,
-    a 0.1 s window saw none), so energy and power are read over energy_s."""
+    launches until energy_s have passed since the warm-up: the board's
+    energy counter moves in steps about 0.1 s apart (on the H200, a 0.1 s
+    window saw none), so energy and power are read over energy_s."""
     warm_s: float = 0.2
     timed_s: float = 0.1
     min_repeats: int = 30
@@ -110,9 +111,9 @@ class Steady:
 
     def describe(self):
         return (f"steady state: each kernel warmed for {self.warm_s * 1e3:.0f} ms, then the median of at least "
-                f"{self.timed_s * 1e3:.0f} ms and {self.min_repeats} launches; its SM clock read during them, its "
-                f"energy a GEMM and mean power over {self.energy_s:.1f} s of launches from the first timed one "
-                "(NVML's energy counter)")
+                f"{self.timed_s * 1e3:.0f} ms and {self.min_repeats} launches; its SM clock, "
+                f"energy a GEMM and mean power read over {self.energy_s:.1f} s of launches after the warm-up "
+                "(NVML, by a thread of its own)")
 
 
 @dataclasses.dataclass
@@ -132,9 +133,12 @@ def time_steady(run, steady=Steady(), between=None, device_index=0):
     """A Measured of run() in steady state (see Steady): as time_gpu's run
     and between. Where a launch takes the GPU longer than the host takes to
     enqueue it, warm-up and timed launches go back to back, so the GPU never
-    idles and its clock is the one it holds under load; where the host is
-    slower (small kernels, which draw little power), the timed launches wait
-    behind a spin kernel, as time_gpu's do, after the warm-up."""
+    idles and its clock is the one it holds under load; its clock and power
+    are then read by a thread of their own (_Readings) over the stretch
+    after the warm-up, since the host, blocked on a full launch queue, is
+    far ahead of the GPU. Where the host is slower (small kernels, which
+    draw little power), the timed launches wait behind a spin kernel, as
+    time_gpu's do, after the warm-up, and the clock is read among them."""
     for i in range(2):
         run(i)
     cuda.synchronize()
@@ -147,33 +151,88 @@ def time_steady(run, steady=Steady(), between=None, device_index=0):
     last.synchronize()
     est_ms = cuda.event_elapsed_time(first, last)
     warm, repeats, spin_ns = steady.counts(est_ms, host)
-    for i in range(warm):
-        if between is not None:
-            between()
-        run(i)
-    starts, ends = _timed_launches(run, repeats, between, spin_ns)     # host-bound: behind a spin
-    # The energy window: the timed launches and, where the host can keep the GPU
-    # busy, as many more back to back as make it energy_s long.
-    extra = steady.extra(est_ms, repeats) if not spin_ns else 0
-    for i in range(extra):
-        if between is not None:
-            between()
-        run(repeats + i)
-    done = cuda.event()
-    done.record()
-    starts[0].synchronize()
-    e0 = energy_mj(device_index)
-    starts[repeats // 2].synchronize()
-    state = gpu_state(device_index)
-    done.synchronize()
-    e1 = energy_mj(device_index)
+    with _Readings(device_index) as readings:
+        begin = time.perf_counter()             # the GPU is idle: the warm-up starts as it is enqueued
+        for i in range(warm):
+            if between is not None:
+                between()
+            run(i)
+        starts, ends = _timed_launches(run, repeats, between, spin_ns)     # host-bound: behind a spin
+        if spin_ns:
+            starts[repeats // 2].synchronize()
+            state = gpu_state(device_index)
+        # Where the host keeps the GPU busy, as many more launches back to back as make
+        # the stretch after the warm-up energy_s long: the window of power and energy.
+        extra = steady.extra(est_ms, repeats) if not spin_ns else 0
+        for i in range(extra):
+            if between is not None:
+                between()
+            run(repeats + i)
+        done = cuda.event()
+        done.record()
+        done.synchronize()
+        end = time.perf_counter()
     samples = [cuda.event_elapsed_time(s, e) for s, e in zip(starts, ends)]
-    span_s = cuda.event_elapsed_time(starts[0], done) * 1e-3
     joules = watts = math.nan
-    # A window shorter than the counter's steps, or one it did not step in, says nothing.
-    if e0 is not None and e1 is not None and e1 > e0 and span_s >= 0.5 * steady.energy_s:
-        joules, watts = (e1 - e0) * 1e-3 / (repeats + extra), (e1 - e0) * 1e-3 / span_s
-    return Measured(statistics.median(samples), samples, state.get("sm_mhz", math.nan), watts, joules)
+    if spin_ns:
+        mhz = state.get("sm_mhz", math.nan)
+    else:
+        watts, mhz = readings.over(begin + steady.warm_s, end, 0.5 * steady.energy_s)
+        span_s = cuda.event_elapsed_time(starts[0], done) * 1e-3
+        joules = watts * span_s / (repeats + extra)         # a launch's share of the window, gaps included
+    return Measured(statistics.median(samples), samples, mhz, watts, joules)
+
+
+class _Readings:
+    """The board's energy counter and SM clock read every period_s by a
+    thread of its own, each reading stamped with the host's clock, while the
+    caller enqueues launches (ctypes lets go of the GIL while a launch waits
+    for room in the queue). Without NVML it reads nothing."""
+
+    def __init__(self, device_index=0, period_s=0.002):
+        self.readings, self._index, self._period = [], device_index, period_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+
+    def __enter__(self):
+        if _nvml(self._index) is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _read(self):
+        import pynvml
+
+        h = _nvml(self._index)
+        while not self._stop.is_set():
+            try:
+                self.readings.append((time.perf_counter(), pynvml.nvmlDeviceGetTotalEnergyConsumption(h),
+                                      pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)))
+            except pynvml.NVMLError:
+                return
+            self._stop.wait(self._period)
+
+    def over(self, lo, hi, min_s):
+        """(mean watts, median SM MHz) from lo to hi (host seconds). The
+        counter moves in steps (about 0.1 s apart on the H200), so the power
+        is its rise from its first step in the window to its last over the
+        time between them: NaN where those are less than min_s apart."""
+        return power_between(self.readings, lo, hi, min_s)
+
+
+def power_between(readings, lo, hi, min_s):
+    """(watts, median MHz) of (seconds, millijoules, MHz) readings between lo and hi: see _Readings.over."""
+    inside = [r for r in readings if lo <= r[0] <= hi]
+    mhz = statistics.median(r[2] for r in inside) if inside else math.nan
+    steps = [now for before, now in zip(readings, readings[1:]) if lo <= now[0] <= hi and now[1] != before[1]]
+    if len(steps) < 2 or steps[-1][0] - steps[0][0] < min_s:
+        return math.nan, mhz
+    (t0, e0, _), (t1, e1, _) = steps[0], steps[-1]
+    return (e1 - e0) * 1e-3 / (t1 - t0), mhz
 
 
 _SPIN_MAX_S = 0.2
@@ -215,20 +274,6 @@ def _nvml(device_index):
         pynvml.nvmlInit()
         return pynvml.nvmlDeviceGetHandleByIndex(device_index)
     except Exception:  # noqa: BLE001 - not installed, or no NVML
-        return None
-
-
-def energy_mj(device_index=0):
-    """The board's energy counter in millijoules since the driver loaded
-    (NVML), or None."""
-    h = _nvml(device_index)
-    if h is None:
-        return None
-    import pynvml
-
-    try:
-        return pynvml.nvmlDeviceGetTotalEnergyConsumption(h)
-    except pynvml.NVMLError:
         return None
 
 

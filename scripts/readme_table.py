@@ -27,7 +27,8 @@ def table(path):
     data = json.loads((ROOT / path).read_text())
     n = max(r["n"] for r in data["rows"] if isinstance(r["n"], int))
     rows = [Row(**r) for r in data["rows"] if r["n"] == n]
-    head = f"{data['device']}, {data['date']}, N = {n}, batch {data['batch']} (`{path}`):"
+    mode = data.get("timing", "burst").split(":")[0]     # "steady state" or "burst"
+    head = f"{data['device']}, {data['date']}, N = {n}, batch {data['batch']}, {mode} (`{path}`):"
     body = ladder(rows, data["ceilings"]).splitlines()
     # Drop the N column: one size.
     cells = [line.split("|") for line in body]

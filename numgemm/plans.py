@@ -2,14 +2,14 @@
 state made and its launches packed (launches.Launch); make() builds one
 from operands that checks.checked() has passed."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numba import cuda
 
 from . import checks, driver, frameworks, registry, tensormap, tuning, views
 from .config import KernelConfig
-from .launches import Address, Launch
+from .launches import Launch
 
 
 class NotOnThisGPU(RuntimeError):
@@ -161,45 +161,56 @@ def make(a, b, shape, preset, out, stream):
     (A, pad_a), (B, pad_b) = (views.aligned_rows(views.as_bytes(x), alloc)
                               for x in (a3, b3 if layout == "kn" else views.transposed(b3)))
     pads = tuple(p for p in (pad_a, pad_b) if p is not None)
-    KB = A.shape[2]
-    if cfg.op == "dp4a":                       # reads 32-bit words: 4 int8 each
-        A, B = (views.view(x, (x.shape[0], x.shape[1], x.shape[2] // 4), (*x.strides[:2], 4), np.uint32)
-                for x in (A, B))
     C, host_out, result = views.output(out, a.ndim == 3 or b.ndim == 3, batch, M, N, cfg.c_dtype, host, alloc)
     c_aligned = int(C.device_ctypes_pointer.value % 32 == 0
                     and all(s % 32 == 0 for s in C.strides[:2]))
     if cfg.c_dtype == np.float16:       # halves stored as the 16-bit patterns the kernels pack
         C = views.as_bits(C)
-    maps = []                           # the tensor maps the kernel reads: the plan's own
-    if cfg.c_tma and c_aligned:         # the kernel finds C's tensor map where the flag was
-        maps.append(tensormap.c_maps(views.as_bytes(C), stream, alloc))
-        c_aligned = Address(maps[-1].address)
-    k_rows = B.shape[1] if layout == "kn" else K
-    widened, kM, kN = None, M, N        # kM x kN: the kernel's output
-    if cfg.swap:                        # C^T = B A^T: the caller's B is the kernel's A side
-        A, B, kM, kN = B, A, N, M
-    if cfg.unpack == "pass":            # the kernel's B side: the s8 that the widening kernel writes first
-        widened = (B, alloc.empty((B.shape[0], B.shape[1], 2 * B.shape[2]), np.uint8)[1])
-        B = widened[1]
-    tiles = cfg.grid_blocks(kM, kN, dev.MULTIPROCESSOR_COUNT)
-    if cfg.copy == "tma":
-        maps.append(tensormap.operand_maps(A, B, cfg, stream, alloc))
-    work = counts = None
-    sums = np.float32 if cfg.acc == "f32" else np.int32     # a workspace's partial sums
-    if cfg.split_k > 1:                 # the kernel stores into slices of a workspace, aligned and packed
-        work = alloc.empty((batch * cfg.split_k, M, N), sums)[1]
-        c_aligned = int(N % 8 == 0)
-    if cfg.split_sum == "last":         # zero once; each launch's last blocks set their tile's back to 0
-        counts = alloc.zeros(batch * tiles, np.int32)
-    if cfg.stream_k:                    # a slot a CTA of every batch; each flag is set back to 0 as it is read
-        n_acc, threads = cfg.partial_shape
-        work = alloc.empty(batch * tiles * n_acc * threads, sums)[1]
-        counts = alloc.zeros(batch * tiles * threads // 32, np.int32)
-    ab_maps = Address(maps[-1].address) if cfg.copy == "tma" else 0
-    return GemmPlan(cfg, (A, B, C, kM, kN, k_rows, KB, B.shape[2], c_aligned, ab_maps),
-                    (tiles, 1, batch * cfg.split_k), result, host_out, None if follow else stream,
-                    workspace=work, counts=counts,
-                    widened=widened, maps=tuple(maps), pads=pads, framework=fw, device=device, first_stream=stream)
+    from .kernel import HOST
+
+    p = Parts(cfg, A, B, C, batch, M, N, c_aligned, dev.MULTIPROCESSOR_COUNT)
+    KB, k_rows = A.shape[2], B.shape[1] if layout == "kn" else K      # bytes of A's rows; B's k rows
+    for step in HOST:                   # each feature's device state and views: its own module's
+        step(p, alloc, stream)
+    return GemmPlan(cfg, (p.A, p.B, p.C, p.kM, p.kN, k_rows, KB, p.B.shape[2], p.c_aligned, p.ab_maps),
+                    (p.tiles(), 1, batch * cfg.split_k), result, host_out, None if follow else stream,
+                    workspace=p.work, counts=p.counts, widened=p.widened, maps=tuple(p.maps), pads=pads,
+                    framework=fw, device=device, first_stream=stream)
+
+
+@dataclass
+class Parts:
+    """What a plan's launch reads, as make() hands it to each feature's host
+    step (numgemm.kernel.HOST) in turn: the kernel's A and B sides, C, the
+    kernel's output shape kM x kN (swap turns it), the c_aligned argument,
+    and the plan's own state: tensor maps, a workspace, counts or flags, a
+    widened operand."""
+    cfg: KernelConfig
+    A: object
+    B: object
+    C: object
+    batch: int
+    M: int
+    N: int
+    c_aligned: object
+    sms: int
+    maps: list = field(default_factory=list)
+    ab_maps: object = 0             # copy="tma": the address of A's and B's tensor maps
+    work: object = None
+    counts: object = None
+    widened: object = None
+
+    def __post_init__(self):
+        self.kM, self.kN = self.M, self.N
+
+    def tiles(self):
+        """The kernel's grid.x: its blocks over kM x kN (persistent: fewer)."""
+        return self.cfg.grid_blocks(self.kM, self.kN, self.sms)
+
+    @property
+    def sums(self):
+        """A workspace's partial sums' dtype."""
+        return np.float32 if self.cfg.acc == "f32" else np.int32
 
 
 # How to pass B in each layout (a Numba device array's .T is a transposed copy, not a view).

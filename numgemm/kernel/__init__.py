@@ -62,6 +62,12 @@ from .regs import OUT, i32, u8, u32, u64
 RULES = (warp_mma.rules, warp_wmma.rules, warp_wgmma.rules, copy_threads.rules, copy_tma.rules, copy_widen.rules,
          copy_widen_ring.rules, widen_pass.rules, skeleton.rules, skeleton_ws.rules, split_k.rules)
 
+#: Each feature's host side, in the order a plan runs them (plans.Parts): the
+#: operands as dp4a reads them; C's map, swap's sides and stream-K's slots;
+#: the widened s4 workspace; the operands' tensor maps, which encode the
+#: kernel's A and B sides as the steps before leave them; split-K's workspace.
+HOST = (dp4a.host, skeleton_ws.host, widen_pass.host, copy_tma.host, split_k.host)
+
 #: Which file builds a config's warp routine (by op) and copy routine (by copy;
 #: INT4 with unpack="tile" widens on its way in: in the producer, with wgmma).
 WARP_ROUTINES = {"mma": warp_mma.routine, "wmma": warp_wmma.routine, "wgmma": warp_wgmma.routine}

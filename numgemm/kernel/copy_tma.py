@@ -206,3 +206,14 @@ def rules(cfg):
         return [f"copy=tma copies boxes of at most 256 rows, with no evict policy: "
                 f"boxes of {cfg.tma_box_rows} rows, evict={cfg.evict}"]
     return []
+
+
+def host(p, alloc, stream):
+    """The plan's side (plans.Parts): the tensor maps of the kernel's A and B
+    sides, in memory of the plan's own; the kernel takes their address."""
+    if p.cfg.copy == "tma":
+        from .. import tensormap
+        from ..launches import Address
+
+        p.maps.append(tensormap.operand_maps(p.A, p.B, p.cfg, stream, alloc))
+        p.ab_maps = Address(p.maps[-1].address)

@@ -5,6 +5,7 @@ per dp4a; no shared memory, so no copy routine and no warp routine: the
 whole kernel is this function.
 """
 
+import numpy as np
 from numba import cuda
 
 from .. import primitives as P
@@ -40,3 +41,12 @@ def rules(cfg):
     if cfg.split_k > 1:
         err.append("split_k > 1 is for the mma, WMMA and wgmma kernels (dp4a sums all of K itself)")
     return err
+
+
+def host(p, alloc, stream):
+    """The plan's side (plans.Parts): dp4a reads A and B as 32-bit words, four int8 each."""
+    if p.cfg.op == "dp4a":
+        from ..views import view
+
+        p.A, p.B = (view(x, (x.shape[0], x.shape[1], x.shape[2] // 4), (*x.strides[:2], 4), np.uint32)
+                    for x in (p.A, p.B))

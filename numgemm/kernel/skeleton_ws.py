@@ -34,6 +34,7 @@ the consumers store zeros. With stream_k the tiles past the last whole wave
 are shared out by runs of k-tiles instead (_stream_k), in the same k loop.
 """
 
+import numpy as np
 from numba import cuda
 
 from .. import primitives as P
@@ -303,3 +304,25 @@ def rules(cfg):
     if cfg.persistent and cfg.min_blocks != 1:
         err.append("persistent: one block per SM (min_blocks=1)")
     return err
+
+
+def host(p, alloc, stream):
+    """The plan's side of this skeleton's features (plans.Parts): c_tma's map
+    of C, where C's rows allow one (the kernel finds its address where the
+    c_aligned flag was); swap's operands, C^T = B A^T (the caller's B is the
+    kernel's A side); stream-K's slots, a slot a CTA of every batch, and a
+    flag a slot's consumer warp, zeroed once (each is set back to 0 as it is
+    read)."""
+    from .. import tensormap, views
+    from ..launches import Address
+
+    cfg = p.cfg
+    if cfg.c_tma and p.c_aligned:
+        p.maps.append(tensormap.c_maps(views.as_bytes(p.C), stream, alloc))
+        p.c_aligned = Address(p.maps[-1].address)
+    if cfg.swap:
+        p.A, p.B, p.kM, p.kN = p.B, p.A, p.N, p.M
+    if cfg.stream_k:
+        n_acc, threads = cfg.partial_shape
+        p.work = alloc.empty(p.batch * p.tiles() * n_acc * threads, p.sums)[1]
+        p.counts = alloc.zeros(p.batch * p.tiles() * threads // 32, np.int32)

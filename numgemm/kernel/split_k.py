@@ -12,6 +12,7 @@ precision's bound (Precision.max_k).
 
 from dataclasses import dataclass
 
+import numpy as np
 from numba import cuda, types
 
 from .. import primitives as P
@@ -96,3 +97,15 @@ def rules(cfg):
         err.append("split_sum=last adds a split tile's slices in its last block: split_k > 1, the block "
                    "skeleton's kernels (op=mma or wmma)")
     return err
+
+
+def host(p, alloc, stream):
+    """The plan's side (plans.Parts): split-K's workspace of partial sums,
+    whose slices are aligned and packed (C's own alignment no longer
+    matters to the kernel), and split_sum="last"'s arrival counts, zeroed
+    once (each launch's last blocks set their tile's back to 0)."""
+    if p.cfg.split_k > 1:
+        p.work = alloc.empty((p.batch * p.cfg.split_k, p.M, p.N), p.sums)[1]
+        p.c_aligned = int(p.N % 8 == 0)
+    if p.cfg.split_sum == "last":
+        p.counts = alloc.zeros(p.batch * p.tiles(), np.int32)

@@ -18,6 +18,7 @@ their products meet. Each s4 becomes the s8 of its value: exact.
 
 from dataclasses import dataclass
 
+import numpy as np
 from numba import cuda, types
 
 from .. import primitives as P
@@ -76,3 +77,12 @@ def rules(cfg):
     if cfg.unpack == "pass" and (cfg.bk_bytes * 2 != SWIZZLE_BYTES or cfg.b_layout != "nk"):
         return ["unpack=pass: a k-tile of 64 bytes of s4 (128 of s8), B as N x K"]
     return []
+
+
+def host(p, alloc, stream):
+    """The plan's side (plans.Parts): with unpack="pass" the kernel's B side is
+    the s8 that this kernel writes first, into a workspace of the plan's."""
+    if p.cfg.unpack == "pass":
+        B = p.B
+        p.widened = (B, alloc.empty((B.shape[0], B.shape[1], 2 * B.shape[2]), np.uint8)[1])
+        p.B = p.widened[1]

@@ -71,13 +71,19 @@ def evaluate(times, counters, sass, gpu):
     big = sizes[-1] if sizes else None
     claims = {c.number: c for c in _claims()}
     cc = tuple(gpu.get("cc", (0, 0)))
+    facts = dict(times=times, counters=counters, sass=sass, sizes=sizes, big=big, cc=cc)
+    for number, judge in _JUDGES.items():
+        judge(claims[number], **facts)
+    return [claims[i] for i in sorted(claims)]
 
-    c = claims[1]
+
+def _claim_1(c, times, sizes, **_):
     r = [_ratio(times, "fp16_wmma", "fp16_ptx_mma", n) for n in sizes]
     c.measured = f"fp16_ptx_mma's speedup over fp16_wmma, by N: {_per_size(sizes, r)}"
     c.verdict = UNTESTABLE if not any(r) else HOLDS if max(x for x in r if x) <= 1.05 else FAILS
 
-    c = claims[2]
+
+def _claim_2(c, times, counters, sizes, big, **_):
     r = [_ratio(times, "int8_wmma", "int8_ptx_mma_k32", n) for n in sizes]
     parts = [f"int8_ptx_mma_k32's speedup over int8_wmma, by N: {_per_size(sizes, r)}"]
     wi, pi = (counters.get(k, {}).get("warp instructions") for k in ("int8_wmma", "int8_ptx_mma_k32"))
@@ -95,7 +101,8 @@ def evaluate(times, counters, sass, gpu):
     if wi is None:
         c.note = "counters not read (no ncu): the reasons are untested"
 
-    c = claims[3]
+
+def _claim_3(c, times, counters, big, **_):
     pairs = (("fp16_wmma", "fp16_ptx_mma"), ("int8_wmma", "int8_ptx_mma_k32"), ("int4_wmma", "int4_ptx_mma_k64"))
     lines, contra = [], 0
     for w, p in pairs:
@@ -112,7 +119,8 @@ def evaluate(times, counters, sass, gpu):
     elif contra and len(lines) > contra:
         c.note = f"in {contra} of {len(lines)} precisions"
 
-    c = claims[4]
+
+def _claim_4(c, times, sass, sizes, cc, **_):
     r = [_ratio(times, "int4_wmma", "int4_ptx_mma_k64", n) for n in sizes]
     native = sass.get("int4_wmma_native_s4")
     c.measured = (f"int4_ptx_mma_k64's speedup over int4_wmma here, by N: {_per_size(sizes, r)}; sm_89 SASS: "
@@ -128,7 +136,8 @@ def evaluate(times, counters, sass, gpu):
         c.verdict = FAILS if native else (HOLDS if r and all(x and x > 1 for x in r) else FAILS)
         c.note = "WMMA s4 compiles to native IMMA.8832.S4.S4 here: no software layer to remove" if native else ""
 
-    c = claims[5]
+
+def _claim_5(c, times, big, **_):
     i8 = _ratio(times, "fp16_wmma", "int8_ptx_mma_k32", big)
     i4 = _ratio(times, "fp16_wmma", "int4_ptx_mma_k64", big)
     c.measured = (f"at N={big}: INT8 {i8:.1f}x, INT4 {i4:.1f}x" if i8 and i4 else "not timed")
@@ -136,7 +145,8 @@ def evaluate(times, counters, sass, gpu):
     c.note = ("the study divides 16 500 ms by 480.06 and 167.10 ms, but its Nsight Compute logs give fp16_wmma "
               "1.65 s at N=8192 (a 10x slip): its own data make these about 3.4x and 9.9x")
 
-    c = claims[6]
+
+def _claim_6(c, times, sizes, big, **_):
     small, large = (sizes[0], big) if sizes else (None, None)
     rs = _ratio(times, "int4_ptx_mma_k64", "int4_ptx_3stage", small)
     rl = _ratio(times, "int4_ptx_mma_k64", "int4_ptx_3stage", large)
@@ -144,7 +154,8 @@ def evaluate(times, counters, sass, gpu):
                   f"N={large}" if rs and rl else "not timed")
     c.verdict = UNTESTABLE if not (rs and rl) else HOLDS if rs > 1 and rl < 1 else FAILS
 
-    c = claims[7]
+
+def _claim_7(c, times, counters, big, **_):
     r = {k: _ratio(times, "int4_ptx_mma_k64", k, big) for k in ABLATIONS}
     better = [k for k, x in r.items() if x and x > 1.03]
     kn_sectors = counters.get("int4_ptx_mma_k64_kn", {}).get("excess sectors %")
@@ -164,7 +175,8 @@ def evaluate(times, counters, sass, gpu):
     if not collapses:
         c.note += "; here transposed B loads are as coalesced as the base's: it does not collapse"
 
-    c = claims[8]
+
+def _claim_8(c, counters, big, **_):
     rows = []
     memory_first = 0
     for k in ("fp16_ptx_mma", "int8_ptx_mma_k32", "int4_ptx_mma_k64"):
@@ -177,7 +189,10 @@ def evaluate(times, counters, sass, gpu):
         memory_first += mem > tensor
     c.measured = "; ".join(rows) + f" (N={big})" if rows else "no counters (ncu not available)"
     c.verdict = UNTESTABLE if not rows else HOLDS if memory_first == len(rows) else FAILS
-    return [claims[i] for i in sorted(claims)]
+
+
+#: Each claim's judge: it reads what it needs of the run's facts and fills in measured, verdict and note.
+_JUDGES = {1: _claim_1, 2: _claim_2, 3: _claim_3, 4: _claim_4, 5: _claim_5, 6: _claim_6, 7: _claim_7, 8: _claim_8}
 
 
 def sass_facts(target="sm_89"):

@@ -82,66 +82,73 @@ def _families(preset):
         "int4_k64_ablation": _ablations("int4_ptx_mma_k64", int4),
     }
     if not paper:
-        # Memory-bound shapes (small M, quantized inference): 16-row tiles, long
-        # K stages, so that N / 64 blocks stream B, each starting its k loop at
-        # its own k-tile (k_stagger): blocks that all read the same column band
-        # of B's rows at once lose DRAM throughput (docs/findings.md).
-        # Their copies start all at once (copy_parts=1): measured so, not yet in parts.
-        skinny = dict(bm=16, bn=64, warps_m=1, min_blocks=1, reg_buffers=2, k_stagger=1, copy_parts=1,
-                      swizzle=False, interior_loop=False)
-        # The mma kernels in padded tiles, the WMMA baselines' layout: what the swizzle buys.
-        families["fp16"]["fp16_ptx_pad"] = fp16.replace(swizzle=False)
-        families["int8"]["int8_ptx_pad"] = int8.replace(swizzle=False)
-        # sm_90: the TMA unit copies each operand's k-tile (one thread issues it,
-        # an mbarrier per stage counts its bytes), into 128-byte swizzled rows.
-        families["fp16"]["fp16_ptx_tma"] = fp16.replace(copy="tma")
-        families["int8"]["int8_ptx_tma"] = int8.replace(copy="tma")
-        families["int4"]["int4_ptx_unpack_s8_tma"] = int4.replace(unpack="scaled", copy="tma")
-        # sm_90a: wgmma, the warpgroup's instruction, in a warp-specialised block: a
-        # producer warpgroup has TMA fill 4 stages, two consumer warpgroups of 64 x 256;
-        # clusters of two CTAs on neighbouring tile rows share B by TMA multicast, and
-        # at most one block per SM walks the tiles (persistent), as few as take as many waves
-        # (even_waves); each consumer warp stores C through shared memory in whole lines
-        # (stage_c). _cl1: each CTA loads all of B.
-        wgmma = dict(op="wgmma", bm=128, bn=256, warps_m=8, warps_n=1, copy="tma", copy_parts=1,
-                     cluster=2, persistent=True, even_waves=True, stage_c=True)
-        for prec, base in (("fp16", fp16), ("int8", int8)):
-            families[prec][f"{prec}_wgmma"] = base.replace(**wgmma)
-            families[prec][f"{prec}_wgmma_cl1"] = base.replace(**wgmma).replace(cluster=1)
-        # Where M <= 16: C^T = B A^T in tiles 16 columns wide (m64n16k32), B's rows streamed by TMA
-        # through 16 stages, C stored transposed from registers.
-        families["int8"]["int8_wgmma_swap"] = families["int8"]["int8_wgmma_cl1"].replace(
-            swap=True, stage_c=False, bm=64, warps_m=4, bn=16, stages=16)
-        # C as torch.matmul returns it (cuBLAS's hsh kernels): the f32 sums rounded to half as they
-        # are stored, half the bytes of the default float32 C.
-        families["fp16"]["fp16_wgmma_c16"] = families["fp16"]["fp16_wgmma"].replace(out="f16")
-        # INT4: wgmma has no s4 form. B is widened to s8 once per call, by a kernel of its own
-        # (numgemm/kernel/widen_pass.py), into a workspace that TMA copies as INT8's; A's s4
-        # comes by TMA and each consumer widens its rows in registers, for wgmma with A from
-        # registers: INT8's block otherwise, in 5 stages (A's are half INT8's).
-        families["int4"]["int4_wgmma_unpack_s8"] = int4.replace(**dict(wgmma, unpack="pass", a_regs=True), bk=128,
-                                                                stages=5, min_blocks=1, reg_buffers=0)
-        # Where M is far below N: C^T = B A^T, the pass widening A (M x K bytes) instead of B,
-        # C stored transposed from registers; 128 x 128 tiles of C^T.
-        families["int4"]["int4_wgmma_unpack_s8_swap"] = families["int4"]["int4_wgmma_unpack_s8"].replace(
-            swap=True, stage_c=False, bn=128, stages=8)
-        # _ld: the producer warpgroup loads the s4 tiles itself (64 bytes a row per k-tile) and
-        # widens B into the stages, to 16 x s8 (K <= 131071) or exactly (_exact), in every
-        # CTA that reads it; the consumers widen A as above, in the registers setmaxnreg moves
-        # to them from the producer (KernelConfig.register_split). _pw: the producer widens A
-        # too; _128 and _rs: both ways in 128 x 128 tiles.
-        ld = int4.replace(**dict(wgmma, copy="cp_async", cluster=1, stage_c=False), bk=128, stages=4,
-                          min_blocks=1, unpack="tile_scaled", reg_buffers=0, a_regs=True)
-        families["int4"]["int4_wgmma_unpack_s8_ld"] = ld
-        families["int4"]["int4_wgmma_unpack_s8_ld_exact"] = ld.replace(unpack="tile")
-        families["int4"]["int4_wgmma_unpack_s8_ld_pw"] = ld.replace(a_regs=False)
-        families["int4"]["int4_wgmma_unpack_s8_ld_128"] = ld.replace(bn=128, a_regs=False)
-        families["int4"]["int4_wgmma_unpack_s8_ld_rs"] = ld.replace(bn=128)
-        families["int8"]["int8_ptx_mma_k32_m16"] = int8.replace(bk=512, stages=4, warps_n=4, warps_k=2, **skinny)
-        families["fp16"]["fp16_ptx_mma_m16"] = fp16.replace(bk=256, stages=4, warps_n=4, warps_k=2, **skinny)
-        families["int4"]["int4_ptx_unpack_s8_m16"] = int4.replace(bk=512, stages=4, unpack="scaled",
-                                                                  warps_n=8, warps_k=1, **skinny)
+        _add_tuned(families, fp16, int8, int4)
     return families
+
+
+def _add_tuned(families, fp16, int8, int4):
+    """The tuned preset's kernels beyond the study's families: padded tiles,
+    TMA copies, the wgmma family and its swap and INT4 forms, the skinny
+    16-row tilings; each from its precision's tuned base."""
+    # Memory-bound shapes (small M, quantized inference): 16-row tiles, long
+    # K stages, so that N / 64 blocks stream B, each starting its k loop at
+    # its own k-tile (k_stagger): blocks that all read the same column band
+    # of B's rows at once lose DRAM throughput (docs/findings.md).
+    # Their copies start all at once (copy_parts=1): measured so, not yet in parts.
+    skinny = dict(bm=16, bn=64, warps_m=1, min_blocks=1, reg_buffers=2, k_stagger=1, copy_parts=1,
+                  swizzle=False, interior_loop=False)
+    # The mma kernels in padded tiles, the WMMA baselines' layout: what the swizzle buys.
+    families["fp16"]["fp16_ptx_pad"] = fp16.replace(swizzle=False)
+    families["int8"]["int8_ptx_pad"] = int8.replace(swizzle=False)
+    # sm_90: the TMA unit copies each operand's k-tile (one thread issues it,
+    # an mbarrier per stage counts its bytes), into 128-byte swizzled rows.
+    families["fp16"]["fp16_ptx_tma"] = fp16.replace(copy="tma")
+    families["int8"]["int8_ptx_tma"] = int8.replace(copy="tma")
+    families["int4"]["int4_ptx_unpack_s8_tma"] = int4.replace(unpack="scaled", copy="tma")
+    # sm_90a: wgmma, the warpgroup's instruction, in a warp-specialised block: a
+    # producer warpgroup has TMA fill 4 stages, two consumer warpgroups of 64 x 256;
+    # clusters of two CTAs on neighbouring tile rows share B by TMA multicast, and
+    # at most one block per SM walks the tiles (persistent), as few as take as many waves
+    # (even_waves); each consumer warp stores C through shared memory in whole lines
+    # (stage_c). _cl1: each CTA loads all of B.
+    wgmma = dict(op="wgmma", bm=128, bn=256, warps_m=8, warps_n=1, copy="tma", copy_parts=1,
+                 cluster=2, persistent=True, even_waves=True, stage_c=True)
+    for prec, base in (("fp16", fp16), ("int8", int8)):
+        families[prec][f"{prec}_wgmma"] = base.replace(**wgmma)
+        families[prec][f"{prec}_wgmma_cl1"] = base.replace(**wgmma).replace(cluster=1)
+    # Where M <= 16: C^T = B A^T in tiles 16 columns wide (m64n16k32), B's rows streamed by TMA
+    # through 16 stages, C stored transposed from registers.
+    families["int8"]["int8_wgmma_swap"] = families["int8"]["int8_wgmma_cl1"].replace(
+        swap=True, stage_c=False, bm=64, warps_m=4, bn=16, stages=16)
+    # C as torch.matmul returns it (cuBLAS's hsh kernels): the f32 sums rounded to half as they
+    # are stored, half the bytes of the default float32 C.
+    families["fp16"]["fp16_wgmma_c16"] = families["fp16"]["fp16_wgmma"].replace(out="f16")
+    # INT4: wgmma has no s4 form. B is widened to s8 once per call, by a kernel of its own
+    # (numgemm/kernel/widen_pass.py), into a workspace that TMA copies as INT8's; A's s4
+    # comes by TMA and each consumer widens its rows in registers, for wgmma with A from
+    # registers: INT8's block otherwise, in 5 stages (A's are half INT8's).
+    families["int4"]["int4_wgmma_unpack_s8"] = int4.replace(**dict(wgmma, unpack="pass", a_regs=True), bk=128,
+                                                            stages=5, min_blocks=1, reg_buffers=0)
+    # Where M is far below N: C^T = B A^T, the pass widening A (M x K bytes) instead of B,
+    # C stored transposed from registers; 128 x 128 tiles of C^T.
+    families["int4"]["int4_wgmma_unpack_s8_swap"] = families["int4"]["int4_wgmma_unpack_s8"].replace(
+        swap=True, stage_c=False, bn=128, stages=8)
+    # _ld: the producer warpgroup loads the s4 tiles itself (64 bytes a row per k-tile) and
+    # widens B into the stages, to 16 x s8 (K <= 131071) or exactly (_exact), in every
+    # CTA that reads it; the consumers widen A as above, in the registers setmaxnreg moves
+    # to them from the producer (KernelConfig.register_split). _pw: the producer widens A
+    # too; _128 and _rs: both ways in 128 x 128 tiles.
+    ld = int4.replace(**dict(wgmma, copy="cp_async", cluster=1, stage_c=False), bk=128, stages=4,
+                      min_blocks=1, unpack="tile_scaled", reg_buffers=0, a_regs=True)
+    families["int4"]["int4_wgmma_unpack_s8_ld"] = ld
+    families["int4"]["int4_wgmma_unpack_s8_ld_exact"] = ld.replace(unpack="tile")
+    families["int4"]["int4_wgmma_unpack_s8_ld_pw"] = ld.replace(a_regs=False)
+    families["int4"]["int4_wgmma_unpack_s8_ld_128"] = ld.replace(bn=128, a_regs=False)
+    families["int4"]["int4_wgmma_unpack_s8_ld_rs"] = ld.replace(bn=128)
+    families["int8"]["int8_ptx_mma_k32_m16"] = int8.replace(bk=512, stages=4, warps_n=4, warps_k=2, **skinny)
+    families["fp16"]["fp16_ptx_mma_m16"] = fp16.replace(bk=256, stages=4, warps_n=4, warps_k=2, **skinny)
+    families["int4"]["int4_ptx_unpack_s8_m16"] = int4.replace(bk=512, stages=4, unpack="scaled",
+                                                              warps_n=8, warps_k=1, **skinny)
 
 
 def _ablations(name, base):

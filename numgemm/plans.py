@@ -9,7 +9,7 @@ from numba import cuda
 
 from . import checks, driver, frameworks, registry, tensormap, tuning, views
 from .config import KernelConfig
-from .launches import Launch
+from .launches import Address, Launch
 
 
 class NotOnThisGPU(RuntimeError):
@@ -168,10 +168,10 @@ def make(a, b, shape, preset, out, stream):
         C = views.as_bits(C)
     from .kernel import HOST
 
-    p = Parts(cfg, A, B, C, batch, M, N, c_aligned, dev.MULTIPROCESSOR_COUNT)
+    p = Parts(cfg, A, B, C, batch, M, N, c_aligned, dev.MULTIPROCESSOR_COUNT, alloc, stream)
     KB, k_rows = A.shape[2], B.shape[1] if layout == "kn" else K      # bytes of A's rows; B's k rows
     for step in HOST:                   # each feature's device state and views: its own module's
-        step(p, alloc, stream)
+        step(p)
     return GemmPlan(cfg, (p.A, p.B, p.C, p.kM, p.kN, k_rows, KB, p.B.shape[2], p.c_aligned, p.ab_maps),
                     (p.tiles(), 1, batch * cfg.split_k), result, host_out, None if follow else stream,
                     workspace=p.work, counts=p.counts, widened=p.widened, maps=tuple(p.maps), pads=pads,
@@ -184,7 +184,9 @@ class Parts:
     step (numgemm.kernel.HOST) in turn: the kernel's A and B sides, C, the
     kernel's output shape kM x kN (swap turns it), the c_aligned argument,
     and the plan's own state: tensor maps, a workspace, counts or flags, a
-    widened operand."""
+    widened operand. Its methods are the plan's tools a step may use, so
+    that the kernel's modules import nothing of the host: memory from the
+    framework's allocator on the plan's stream, tensor maps, views."""
     cfg: KernelConfig
     A: object
     B: object
@@ -194,6 +196,8 @@ class Parts:
     N: int
     c_aligned: object
     sms: int
+    alloc: object                   # a frameworks.Allocator
+    stream: int
     maps: list = field(default_factory=list)
     ab_maps: object = 0             # copy="tma": the address of A's and B's tensor maps
     work: object = None
@@ -211,6 +215,28 @@ class Parts:
     def sums(self):
         """A workspace's partial sums' dtype."""
         return np.float32 if self.cfg.acc == "f32" else np.int32
+
+    def new(self, shape, dtype):
+        """A device array of the plan's own (uninitialised)."""
+        return self.alloc.empty(shape, dtype)[1]
+
+    def zeros(self, shape, dtype):
+        return self.alloc.zeros(shape, dtype)
+
+    def add_maps(self, specs):
+        """The address of new tensor maps of specs ((array, box rows, box bytes), at most two:
+        tensormap.maps), held by the plan."""
+        self.maps.append(tensormap.maps(specs, self.stream, self.alloc))
+        return Address(self.maps[-1].address)
+
+    @staticmethod
+    def view(x, shape, strides, dtype):
+        return views.view(x, shape, strides, dtype)
+
+    @staticmethod
+    def bytes_of(x):
+        """A (batch, rows, bytes) uint8 view of x."""
+        return views.as_bytes(x)
 
 
 # How to pass B in each layout (a Numba device array's .T is a transposed copy, not a view).

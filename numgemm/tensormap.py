@@ -69,21 +69,6 @@ def _encode(pointer, shape, strides, box_rows, box_bytes):
     return np.frombuffer(out, np.uint64).copy()
 
 
-def operand_maps(a, b, cfg, stream=0, alloc=None):
-    """Maps holding A's tensor map, with B's 128 bytes after it (copy="tma"),
-    for cfg's boxes. B is N x K bytes, or K x N: then its map's rows are k
-    and a box is 128 (or 64: cfg.b_swizzle) bytes of N."""
-    rows, nbytes = cfg.tma_box_rows, cfg.tma_box_bytes
-    return maps([(a, rows[0], nbytes[0]), (b, rows[1], nbytes[1])], stream, alloc)
-
-
-def c_maps(c, stream=0, alloc=None):
-    """Maps holding C's tensor map for c_tma's stores: c a (batch, rows,
-    bytes) uint8 view of C, boxes of a warp's 16 rows x 128 bytes in the
-    128-byte swizzle."""
-    return maps([(c, 16, SWIZZLE_BYTES)], stream, alloc)
-
-
 class Maps:
     """Up to two tensor maps in device memory that nothing ever rewrites:
     `address` is where a kernel reads them, for as long as this object lives.

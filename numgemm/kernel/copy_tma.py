@@ -208,12 +208,12 @@ def rules(cfg):
     return []
 
 
-def host(p, alloc, stream):
+def host(p):
     """The plan's side (plans.Parts): the tensor maps of the kernel's A and B
-    sides, in memory of the plan's own; the kernel takes their address."""
+    sides for cfg's boxes, A's with B's 128 bytes after it, in memory of the
+    plan's own; the kernel takes their address. B is N x K bytes, or K x N:
+    then its map's rows are k and a box is 128 (or 64: cfg.b_swizzle) bytes
+    of N."""
     if p.cfg.copy == "tma":
-        from .. import tensormap
-        from ..launches import Address
-
-        p.maps.append(tensormap.operand_maps(p.A, p.B, p.cfg, stream, alloc))
-        p.ab_maps = Address(p.maps[-1].address)
+        rows, nbytes = p.cfg.tma_box_rows, p.cfg.tma_box_bytes
+        p.ab_maps = p.add_maps([(p.A, rows[0], nbytes[0]), (p.B, rows[1], nbytes[1])])

@@ -43,10 +43,8 @@ def rules(cfg):
     return err
 
 
-def host(p, alloc, stream):
+def host(p):
     """The plan's side (plans.Parts): dp4a reads A and B as 32-bit words, four int8 each."""
     if p.cfg.op == "dp4a":
-        from ..views import view
-
-        p.A, p.B = (view(x, (x.shape[0], x.shape[1], x.shape[2] // 4), (*x.strides[:2], 4), np.uint32)
+        p.A, p.B = (p.view(x, (x.shape[0], x.shape[1], x.shape[2] // 4), (*x.strides[:2], 4), np.uint32)
                     for x in (p.A, p.B))

@@ -38,6 +38,7 @@ import numpy as np
 from numba import cuda
 
 from .. import primitives as P
+from ..tiles import SWIZZLE_BYTES
 from .regs import device, divmod32, i32, u8, u32
 from .skeleton import _k_part, _next_stage, _tile_of
 from .warp_wgmma import partials, wait_0, wait_1
@@ -306,23 +307,19 @@ def rules(cfg):
     return err
 
 
-def host(p, alloc, stream):
+def host(p):
     """The plan's side of this skeleton's features (plans.Parts): c_tma's map
-    of C, where C's rows allow one (the kernel finds its address where the
-    c_aligned flag was); swap's operands, C^T = B A^T (the caller's B is the
-    kernel's A side); stream-K's slots, a slot a CTA of every batch, and a
-    flag a slot's consumer warp, zeroed once (each is set back to 0 as it is
-    read)."""
-    from .. import tensormap, views
-    from ..launches import Address
-
+    of C, where C's rows allow one, boxes of a warp's 16 rows x 128 bytes in
+    the 128-byte swizzle (the kernel finds its address where the c_aligned
+    flag was); swap's operands, C^T = B A^T (the caller's B is the kernel's
+    A side); stream-K's slots, a slot a CTA of every batch, and a flag a
+    slot's consumer warp, zeroed once (each is set back to 0 as it is read)."""
     cfg = p.cfg
     if cfg.c_tma and p.c_aligned:
-        p.maps.append(tensormap.c_maps(views.as_bytes(p.C), stream, alloc))
-        p.c_aligned = Address(p.maps[-1].address)
+        p.c_aligned = p.add_maps([(p.bytes_of(p.C), 16, SWIZZLE_BYTES)])
     if cfg.swap:
         p.A, p.B, p.kM, p.kN = p.B, p.A, p.N, p.M
     if cfg.stream_k:
         n_acc, threads = cfg.partial_shape
-        p.work = alloc.empty(p.batch * p.tiles() * n_acc * threads, p.sums)[1]
-        p.counts = alloc.zeros(p.batch * p.tiles() * threads // 32, np.int32)
+        p.work = p.new(p.batch * p.tiles() * n_acc * threads, p.sums)
+        p.counts = p.zeros(p.batch * p.tiles() * threads // 32, np.int32)

@@ -99,13 +99,13 @@ def rules(cfg):
     return err
 
 
-def host(p, alloc, stream):
+def host(p):
     """The plan's side (plans.Parts): split-K's workspace of partial sums,
     whose slices are aligned and packed (C's own alignment no longer
     matters to the kernel), and split_sum="last"'s arrival counts, zeroed
     once (each launch's last blocks set their tile's back to 0)."""
     if p.cfg.split_k > 1:
-        p.work = alloc.empty((p.batch * p.cfg.split_k, p.M, p.N), p.sums)[1]
+        p.work = p.new((p.batch * p.cfg.split_k, p.M, p.N), p.sums)
         p.c_aligned = int(p.N % 8 == 0)
     if p.cfg.split_sum == "last":
-        p.counts = alloc.zeros(p.batch * p.tiles(), np.int32)
+        p.counts = p.zeros(p.batch * p.tiles(), np.int32)

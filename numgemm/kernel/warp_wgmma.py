@@ -202,7 +202,7 @@ def _tma_stored(cfg, n, plain):
     rows written into one of its two 2 KB buffers in the 128-byte swizzle
     (chunk q of row r at q ^ (r % 8): a fragment's eight rows in distinct
     banks, no padding) and stored by one TMA store that lane 0 issues, C's
-    tensor map at the address c_aligned holds (numgemm.tensormap.c_maps).
+    tensor map at the address c_aligned holds (skeleton_ws.host makes it).
     The warp goes on while the copy drains: before it writes a buffer again,
     lane 0 waits until the store before the last one has read its source;
     before a tile's first chunk, until all of them have (the skeleton waits

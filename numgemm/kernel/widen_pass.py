@@ -79,10 +79,10 @@ def rules(cfg):
     return []
 
 
-def host(p, alloc, stream):
+def host(p):
     """The plan's side (plans.Parts): with unpack="pass" the kernel's B side is
     the s8 that this kernel writes first, into a workspace of the plan's."""
     if p.cfg.unpack == "pass":
         B = p.B
-        p.widened = (B, alloc.empty((B.shape[0], B.shape[1], 2 * B.shape[2]), np.uint8)[1])
+        p.widened = (B, p.new((B.shape[0], B.shape[1], 2 * B.shape[2]), np.uint8))
         p.B = p.widened[1]

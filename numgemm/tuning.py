@@ -5,7 +5,8 @@ per GPU architecture (sm_90.json): numgemm ships those measured on an H200
 (numgemm/tuned/), and a user's own in the kernel cache's folder (tuned/)
 take precedence, class by class (precision, B layout, class of M). For a
 problem, gemm() takes the entry of its precision and B layout in the same
-class of M whose N and K are nearest (in log2), and registry.default where
+class of M whose M, N and K are nearest (in log2; M matters within the
+last class, where 512 and 8192 tokens share one), and registry.default where
 no file or entry fits. plan_gemm(...).cfg names the kernel; the logger
 "numgemm" says at DEBUG level which entry chose it.
 """
@@ -43,7 +44,7 @@ def winners_files(arch):
 
 @functools.cache
 def _entries(arch, user_file):
-    """{(precision, b_layout, m class): (path, [(n, k, config, name)])} from the
+    """{(precision, b_layout, m class): (path, [(m, n, k, config, name)])} from the
     winners files of arch: the user's entries of a class replace the package's
     of that class. Entries that no longer make a config (fields renamed,
     values refused) are left out with a warning, a file that cannot be read
@@ -62,7 +63,7 @@ def _entries(arch, user_file):
             try:
                 cfg = KernelConfig(**e["config"])
                 key = (e["precision"], cfg.b_layout, m_class(int(e["m"])))
-                mine.setdefault(key, (path, []))[1].append((int(e["n"]), int(e["k"]), cfg, e.get("kernel", cfg.name)))
+                mine.setdefault(key, (path, []))[1].append((int(e["m"]), int(e["n"]), int(e["k"]), cfg, e.get("kernel", cfg.name)))
             except (KeyError, TypeError, ValueError) as err:
                 warnings.warn(f"numgemm: tuned winner {e.get('kernel')} in {path} left out: {err}", stacklevel=3)
         table.update(mine)
@@ -72,7 +73,7 @@ def _entries(arch, user_file):
 def winners(arch):
     """{config: name} of every winner in the file gemm() reads for arch ({} where none)."""
     table = _entries(arch, str(winners_files(arch)[0]))
-    return {c: name for _, entries in table.values() for _, _, c, name in entries}
+    return {c: name for _, entries in table.values() for *_, c, name in entries}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -86,11 +87,11 @@ def choose(precision, b_layout, M, N, K, cc, preset="tuned"):
         path, entries = _entries(arch, str(winners_files(arch)[0])).get((precision, b_layout, m_class(M)), (None, ()))
         if not entries:                 # none searched in this layout: the other layout's, as twins (FP16)
             path, entries = _layout_twins(arch, precision, b_layout, m_class(M))
-        near = sorted(entries, key=lambda e: (math.log2(N / e[0])) ** 2 + (math.log2(K / e[1])) ** 2)
-        for n, k, c, name in near:
+        near = sorted(entries, key=lambda e: sum(math.log2(x / y) ** 2 for x, y in zip((M, N, K), e)))
+        for m, n, k, c, name in near:
             c = _exact_for(c, K)
             if c.unsupported(cc) is None:
-                cfg, why = c, f"{path}: {name}, tuned at {m_class(M)}x{n}x{k}"
+                cfg, why = c, f"{path}: {name}, tuned at {m}x{n}x{k}"
                 break
     if cfg is None:
         cfg = registry.default(precision, b_layout, preset, cc, M, K)
@@ -103,9 +104,9 @@ def _layout_twins(arch, precision, b_layout, m):
     each as its registry.layout_twin in b_layout, where it has one."""
     other = "kn" if b_layout == "nk" else "nk"
     path, entries = _entries(arch, str(winners_files(arch)[0])).get((precision, other, m), (None, ()))
-    twins = [(n, k, registry.layout_twin(c, b_layout), f"{name} with B {b_layout.upper()}")
-             for n, k, c, name in entries]
-    return path, [t for t in twins if t[2] is not None]
+    twins = [(m, n, k, registry.layout_twin(c, b_layout), f"{name} with B {b_layout.upper()}")
+             for m, n, k, c, name in entries]
+    return path, [t for t in twins if t[3] is not None]
 
 
 def _exact_for(cfg, K):

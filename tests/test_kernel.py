@@ -1,10 +1,12 @@
 """numgemm.kernel: every registered kernel, offline (SASS) and on the GPU (exact)."""
 
+import os
+
 import numpy as np
 import pytest
 
 from numgemm import operands, registry
-from numgemm.kernel import build_config, expected_sass, warp_wgmma
+from numgemm.kernel import build_config, expected_sass, prebuild_offline, warp_wgmma
 from numgemm.quant import pack_int4
 
 REGISTERED = [(p, n) for p in registry.PRESETS for n in registry.names(p)]
@@ -13,8 +15,18 @@ OFFLINE = [(p, n, t) for p, n in REGISTERED for t in ("sm_89", "sm_90")
            if not registry.get(n, p).unsupported(t, launch=False)]
 
 
+@pytest.fixture(scope="module")
+def built(request):
+    """The kernels this run's test_sass items ask for, built into the kernel
+    cache a core each at the start (one front end builds both targets): the
+    cold CPU suite's longest wait, halved on CI's two cores."""
+    wanted = {(i.callspec.params["preset"], i.callspec.params["name"]) for i in request.session.items
+              if getattr(i, "originalname", None) == "test_sass"}
+    prebuild_offline([registry.get(n, p) for p, n in sorted(wanted)], ["sm_89", "sm_90"], os.cpu_count() or 1)
+
+
 @pytest.mark.parametrize("preset,name,target", OFFLINE)
-def test_sass(preset, name, target):
+def test_sass(built, preset, name, target):
     cfg = registry.get(name, preset)
     expected_sass_holds(cfg, build_config(cfg, target), target)
 

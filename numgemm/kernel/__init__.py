@@ -210,11 +210,15 @@ def prebuild(cfgs, cc, jobs):
 
 
 def prebuild_offline(cfgs, targets, jobs):
-    """Build cfgs' offline targets into the cache, jobs at a time: one
-    build_config per config makes all of its targets."""
-    _in_processes(build_config, [(c, next(t for t in targets if not c.unsupported(t, launch=False)))
-                                 for c in dict.fromkeys(cfgs)
-                                 if any(not c.unsupported(t, launch=False) for t in targets)], jobs)
+    """Build into the cache, jobs at a time, the offline targets of cfgs that
+    it lacks: one build_config per config makes all of its targets."""
+    from .. import cache
+    calls = []
+    for c in dict.fromkeys(cfgs):
+        ts = [t for t in targets if not c.unsupported(t, launch=False)]
+        if any(not cache.has(cache.key(c, c.build_target(t), argtypes(c), _options(c))) for t in ts):
+            calls.append((c, ts[0]))
+    _in_processes(build_config, calls, jobs)
 
 
 @functools.cache

@@ -2,6 +2,7 @@
 L2 size it and measure.rotations read."""
 
 import math
+import statistics
 
 import numpy as np
 import pytest
@@ -11,14 +12,18 @@ import pytest
 @pytest.mark.parametrize("ms", [0.5, 2.0])
 def test_a_spin_of_known_length_is_timed_within_two_percent(ms):
     """A kernel that spins on the GPU's clock for `ms` (numgemm.timing's own
-    spin) timed by time_gpu, host launches and all: its median within 2 %
-    (single samples can run long where other processes share the GPU, as
-    the suite's other workers do)."""
+    spin) timed by time_gpu, host launches and all: no sample short of it,
+    the shortest within 2 % of it, and the median returned the samples'.
+    The shortest, not the median: where the suite's other workers share the
+    GPU, their contexts' time slices land between a sample's events (a 2 ms
+    spin's median read 2.24 ms among 16 workers), which says nothing of the
+    timer."""
     from numgemm import timing
 
     ns = np.uint64(ms * 1e6)
     median, samples = timing.time_gpu(lambda i: timing._spin[1, 1](ns), warmup=2, repeats=30)
-    assert abs(median - ms) <= 0.02 * ms, (median, ms)
+    assert len(samples) == 30 and median == statistics.median(samples)
+    assert 0.999 * ms <= min(samples) <= 1.02 * ms, (min(samples), ms)
 
 
 @pytest.mark.gpu

@@ -4,7 +4,12 @@ A launch can cost more host time than a small GEMM runs, so back-to-back
 launches would measure the host. time_gpu queues each batch of timed
 launches behind a kernel that spins on the GPU's clock long enough for the
 host to enqueue them all; CUDA events around each launch then see the GPU
-alone. That is a burst: a few launches at the boost clock.
+alone. That is a burst: a few launches at the boost clock. A batch is
+checked, not trusted: CUDA's launch queue holds about a thousand entries
+(a timed launch takes three), and a host that fills it, or is slower than
+estimated, is still enqueueing when the spin ends, so the batch's later
+samples would hold host time; such a batch is timed again behind a spin
+sized from the host's measured pace.
 
 A GEMM that draws the board's power limit slows its clock within a few
 hundred milliseconds (an H200 at 8192: 1980 MHz down to 1440-1680), and a
@@ -66,7 +71,7 @@ def time_gpu(run, *, warmup=2, repeats=10, between=None, during=None):
         t0 = time.perf_counter()
         between()
         host += time.perf_counter() - t0
-    starts, ends = _timed_launches(run, repeats, between, _spin_ns(repeats, host))
+    starts, ends = _timed_launches(run, repeats, between, host)
     if during is not None:
         starts[repeats // 2].synchronize()
         during()
@@ -90,20 +95,18 @@ class Steady:
     energy_s: float = 1.0
 
     def counts(self, est_ms, host_s):
-        """(warm-up launches, timed launches, spin ns) for a run of about
-        est_ms on the GPU that takes the host host_s to enqueue. The warm-up
-        lasts warm_s at the pace of the slower of the two. Where the host is
-        the slower, the timed launches wait behind a spin (at most 0.2 s)
-        long enough for the host to enqueue them all, and are as many as fit
-        in it (min_repeats at least); else the spin is 0: they follow the
+        """(warm-up launches, timed launches, behind a spin?) for a run of
+        about est_ms on the GPU that takes the host host_s to enqueue. The
+        warm-up lasts warm_s at the pace of the slower of the two. Where the
+        host is the slower, the timed launches wait behind a spin, as many as
+        one spin's batch holds (min_repeats at least); else they follow the
         warm-up, the GPU never idles."""
         gpu = max(est_ms, 1e-4) * 1e-3
         warm = min(self.max_repeats * 4, max(2, math.ceil(self.warm_s / max(gpu, host_s))))
         timed = min(self.max_repeats, max(self.min_repeats, math.ceil(self.timed_s / gpu)))
         if gpu >= 2 * host_s:
-            return warm, timed, 0
-        timed = max(self.min_repeats, min(timed, int(_SPIN_MAX_S / _enqueue_s(host_s))))
-        return warm, timed, _spin_ns(timed, host_s)
+            return warm, timed, False
+        return warm, max(self.min_repeats, min(timed, _batch(host_s))), True
 
     def extra(self, est_ms, timed):
         """Launches after the timed ones, back to back, that bring the energy window to energy_s."""
@@ -151,20 +154,20 @@ def time_steady(run, steady=Steady(), between=None, device_index=0):
     host = time.perf_counter() - t0
     last.synchronize()
     est_ms = cuda.event_elapsed_time(first, last)
-    warm, repeats, spin_ns = steady.counts(est_ms, host)
+    warm, repeats, behind_spin = steady.counts(est_ms, host)
     with _Readings(device_index) as readings:
         begin = time.perf_counter()             # the GPU is idle: the warm-up starts as it is enqueued
         for i in range(warm):
             if between is not None:
                 between()
             run(i)
-        starts, ends = _timed_launches(run, repeats, between, spin_ns)     # host-bound: behind a spin
-        if spin_ns:
+        starts, ends = _timed_launches(run, repeats, between, host if behind_spin else None)
+        if behind_spin:
             starts[repeats // 2].synchronize()
             state = gpu_state(device_index)
         # Where the host keeps the GPU busy, as many more launches back to back as make
         # the stretch after the warm-up energy_s long: the window of power and energy.
-        extra = steady.extra(est_ms, repeats) if not spin_ns else 0
+        extra = steady.extra(est_ms, repeats) if not behind_spin else 0
         for i in range(extra):
             if between is not None:
                 between()
@@ -175,7 +178,7 @@ def time_steady(run, steady=Steady(), between=None, device_index=0):
         end = time.perf_counter()
     samples = [cuda.event_elapsed_time(s, e) for s, e in zip(starts, ends)]
     joules = watts = math.nan
-    if spin_ns:
+    if behind_spin:
         mhz = state.get("sm_mhz", math.nan)
     else:
         watts, mhz = readings.over(begin + steady.warm_s, end, 0.5 * steady.energy_s)
@@ -237,6 +240,7 @@ def power_between(readings, lo, hi, min_s):
 
 
 _SPIN_MAX_S = 0.2
+_QUEUED_MAX = 256       # timed launches behind one spin: 768 of the launch queue's ~1000 entries
 
 
 def _enqueue_s(host_s):
@@ -249,20 +253,60 @@ def _spin_ns(launches, host_s):
     return int(min(_SPIN_MAX_S * 1e9, 1e6 + launches * _enqueue_s(host_s) * 1e9))
 
 
-def _timed_launches(run, repeats, between, spin_ns):
-    """(start events, end events) of `repeats` runs, each after between();
-    behind a spin kernel of spin_ns where that is not 0."""
-    starts = [cuda.event() for _ in range(repeats)]
-    ends = [cuda.event() for _ in range(repeats)]
-    if spin_ns:
-        with quiet():
-            _spin[1, 1](np.uint64(spin_ns))
-    for i in range(repeats):
+def _batch(host_s):
+    """How many launches that take the host host_s each one spin covers: what the queue holds and 0.2 s allows."""
+    return max(1, min(_QUEUED_MAX, int(_SPIN_MAX_S / _enqueue_s(host_s))))
+
+
+def _timed_launches(run, repeats, between, host_s, attempts=3):
+    """(start events, end events) of `repeats` runs, each after between():
+    back to back where host_s is None, else in batches, each behind a spin
+    sized for launches that take the host host_s. A batch the host was still
+    enqueueing when its spin ended is timed again behind a spin sized from
+    the pace the host kept (attempts times at most; then a warning says its
+    samples may hold host time)."""
+    starts, ends = [], []
+    if host_s is None:
+        _enqueue(run, range(repeats), between, starts, ends)
+        return starts, ends
+    done = 0
+    while done < repeats:
+        for attempt in range(attempts):
+            batch = range(done, done + min(repeats - done, _batch(host_s)))
+            with quiet():
+                _spin[1, 1](np.uint64(_spin_ns(len(batch), host_s)))
+            spun = cuda.event()
+            spun.record()
+            t0 = time.perf_counter()
+            s, e = _enqueue(run, batch, between, [], [])
+            pace = (time.perf_counter() - t0) / len(batch)
+            if not spun.query():                # the spin outlasted the enqueueing
+                break
+            e[-1].synchronize()
+            host_s = max(host_s, pace)
+        else:
+            warnings.warn(f"timed launches {batch.start}-{batch.stop - 1} outran their spin {attempts} times "
+                          f"(the host took {pace * 1e6:.0f} us a launch): their samples may hold host time",
+                          RuntimeWarning, stacklevel=3)
+        starts += s
+        ends += e
+        done = batch.stop
+        if done < repeats:
+            e[-1].synchronize()                 # the next batch's spin queues on an idle GPU
+    return starts, ends
+
+
+def _enqueue(run, indices, between, starts, ends):
+    """run(i) for each i between a start and an end event, between() before each, appended to starts and ends."""
+    for i in indices:
         if between is not None:
             between()
-        starts[i].record()
+        start, end = cuda.event(), cuda.event()
+        starts.append(start)
+        start.record()
         run(i)
-        ends[i].record()
+        end.record()
+        ends.append(end)
     return starts, ends
 
 

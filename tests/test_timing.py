@@ -27,6 +27,45 @@ def test_a_spin_of_known_length_is_timed_within_two_percent(ms):
 
 
 @pytest.mark.gpu
+def test_a_host_slower_than_its_estimate_is_caught_and_timed_again():
+    """A run whose first launch (the one time_gpu estimates the host from)
+    is quick and whose others wait 2 ms on the host: their spin, sized for
+    the quick one, ends while they are enqueued, so the batch is timed again
+    behind a spin sized from the pace the host kept; every sample is the
+    20 us kernel's, not the host's 2 ms (the median: other workers' time
+    slices may land in a sample)."""
+    import time
+    import warnings
+
+    from numgemm import timing
+
+    ns = np.uint64(20_000)
+
+    def run(i):
+        if i:
+            time.sleep(0.002)
+        timing._spin[1, 1](ns)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)     # no batch may be given up on
+        median, samples = timing.time_gpu(run, warmup=1, repeats=40)
+    assert len(samples) == 40 and median < 0.5, (median, max(samples))
+
+
+@pytest.mark.gpu
+def test_a_batch_longer_than_the_queue_is_timed_in_batches():
+    """More timed launches than one spin's batch holds (the queue's ~1000
+    entries): all of them timed, in batches, and the median is the 5 us
+    kernel's (a host-bound sample adds a Numba launch's ~15 us of host)."""
+    from numgemm import timing
+
+    ns = np.uint64(5_000)
+    median, samples = timing.time_gpu(lambda i: timing._spin[1, 1](ns), warmup=2, repeats=3 * timing._QUEUED_MAX + 5)
+    assert len(samples) == 3 * timing._QUEUED_MAX + 5
+    assert 0.005 <= min(samples) and median < 0.012, (min(samples), median)
+
+
+@pytest.mark.gpu
 def test_the_l2_size_is_the_gpus():
     from numgemm.timing import l2_bytes
 
@@ -36,15 +75,18 @@ def test_the_l2_size_is_the_gpus():
 def test_steady_state_warms_by_time_and_times_a_window():
     """A kernel the GPU takes longer over than the host takes to launch runs
     back to back, warm-up and window (no spin: the GPU never idles); a small
-    one waits behind a spin after its warm-up, as many launches as the host
-    can enqueue during it, never fewer than min_repeats."""
-    from numgemm.timing import Steady
+    one waits behind a spin after its warm-up, as many launches as one spin
+    covers and the launch queue holds (a 512^3 GEMM's 16,667 a 100 ms window
+    would take filled it, and its samples read 13.5 us for 6.1), never fewer
+    than min_repeats."""
+    from numgemm.timing import _QUEUED_MAX, Steady, _batch, _enqueue_s
 
     s = Steady()
-    assert s.counts(1.4, 20e-6) == (143, 72, 0)             # 8192: 200 ms warm, 100 ms timed
-    assert s.counts(0.2, 20e-6) == (1000, 500, 0)
-    warm, timed, spin = s.counts(0.006, 20e-6)             # 512^3: host-bound
-    assert warm == 10000 and spin == 2e8 and timed * 3 * 40e-6 <= 0.2 + 1e-9 and timed >= s.min_repeats
+    assert s.counts(1.4, 20e-6) == (143, 72, False)         # 8192: 200 ms warm, 100 ms timed
+    assert s.counts(0.2, 20e-6) == (1000, 500, False)
+    assert s.counts(0.006, 20e-6) == (10000, _QUEUED_MAX, True)    # 512^3: host-bound
+    assert _batch(20e-6) == _QUEUED_MAX and 3 * _QUEUED_MAX <= 1000
+    assert _batch(1e-3) == int(0.2 / _enqueue_s(1e-3)) < _QUEUED_MAX   # a slow host: what 0.2 s of spin covers
     assert s.counts(1e-6, 10e-3)[1] == s.min_repeats       # the least, however slow the host
     assert Steady(timed_s=10.0).counts(0.001, 0.0)[1] == Steady().max_repeats
     # energy over a second of launches after the warm-up (the counter's steps are ~0.1 s apart)

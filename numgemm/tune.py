@@ -29,6 +29,7 @@ from .tuning import winners_files, write
 SHAPES = tuple((m, n, n) for n in (4096, 8192) for m in (1, 16, 64, 256)) + \
     tuple((n, n, n) for n in (512, 1024, 2048, 4096, 8192))
 SPLITS = (2, 4, 8)
+_OTHER_CACHE = {"ca": "cg", "cg": "ca"}
 
 
 def candidates(precision, cc, shape, sms, b_layout=None):
@@ -40,7 +41,9 @@ def candidates(precision, cc, shape, sms, b_layout=None):
     (swap), in its smaller tiles too, and INT8's wgmma ones where M <= 16 in
     C^T tiles 16 columns wide; and each of those split over K where its tiles leave SMs
     idle, by factors that give every block at least two k-tiles (not the
-    widening wgmma ones); the persistent TMA ones there also with their
+    widening wgmma ones); small-M tiles that copy by cp.async with the other
+    cache policy as well (.ca, through L1, streamed FP16's 16 x 8192^2 11 %
+    faster than .cg on the H200: results/2026-12-04-h200-small-m); the persistent TMA ones there also with their
     k-tiles streamed over every SM (stream_k); and each unsplit one whose
     persistent grid even_waves changes at this shape, with it flipped.
     b_layout: B in that layout (each kernel's registry.layout_twin, those
@@ -72,6 +75,9 @@ def candidates(precision, cc, shape, sms, b_layout=None):
         tilings = {"": base}
         if -(-M // base.bm) * -(-N // base.bn) < 2 * sms:
             tilings.update(_smaller_tiles(base))
+        if base.bm == 16 and base.copy == "cp_async":     # the stream of B through L1 or past it
+            tilings.update({f"{tag}_{_OTHER_CACHE[cfg.cache]}": cfg.replace(cache=_OTHER_CACHE[cfg.cache])
+                            for tag, cfg in list(tilings.items())})
         for tag, cfg in tilings.items():
             pool[name + tag] = cfg
             if cfg.widens_tile:     # INT4's widening producer has no registers to spare for a split

@@ -24,7 +24,7 @@ from numba.cuda import dispatcher
 from numba.cuda.compiler import compile_cuda, kernel_fixup
 from numba.cuda.cudadrv import nvvm
 
-from .toolchain import arch_suffix, parse_target, run_tool, target_name
+from .toolchain import arch_suffix, parse_target, quick_front_end, run_tool, target_name
 
 _INSTR = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:\{\s*)?(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*(?:x[0-9x.A-Z]*)?)")
 _MANGLED = re.compile(r"_Z[\w$]+")
@@ -206,7 +206,7 @@ def front_end(pyfunc, argtypes, cc=(8, 0), *, max_registers=None, launch_bounds=
     compute capability only for atomics and some math), so one front end
     serves every target: library_cubin(lib, target) links it for each."""
     pyfunc = getattr(pyfunc, "py_func", pyfunc)
-    with _callees_for(tuple(cc)[:2]):
+    with _callees_for(tuple(cc)[:2]), quick_front_end():
         cres = compile_cuda(pyfunc, types.void, tuple(argtypes), cc=tuple(cc)[:2], lto=lto,
                             max_registers=max_registers, nvvm_options=dict(NVVM_OPTIONS))
     lib, entry = cres.library, cres.fndesc.llvm_func_name

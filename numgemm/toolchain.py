@@ -6,6 +6,8 @@ nvdisasm), found through cuda-pathfinder, or from a CUDA toolkit on the
 machine (CUDA_HOME).
 """
 
+import collections
+import contextlib
 import functools
 import os
 import subprocess
@@ -117,3 +119,88 @@ def enable_wmma_headers():
         "WMMA baselines need crt/mma.h, which NVRTC's wheel lacks: "
         "pip install nvidia-cuda-nvcc, or set CUDA_HOME to a CUDA toolkit"
     )
+
+
+@contextlib.contextmanager
+def quick_front_end():
+    """Numba's front end with two of its steps in linear time, for the
+    builds inside (numgemm's kernels are long straight blocks of inlined
+    routines, where both are quadratic: 8.7 of fp16_wgmma's 16.8 s on the
+    2-core machine, results/2026-12-04-cpu-front-end). Each gives what
+    numba-cuda 0.30's own gives, so the kernels' LLVM IR and SASS are the
+    same (compared over every registered build); other numba-cuda versions
+    run their own steps.
+
+    - Lowering's search for the variables assigned once (to keep them out
+      of allocas) scans a block's statements for each of its variables;
+      here each block is counted once.
+    - An @overload's implementations are cached by the compile's flags, and
+      hashing and comparing a Flags reads every option through its getter,
+      16,690 lookups a build; here the key is the options set on it (the
+      rest are the class's defaults, so equal keys mean equal flags)."""
+    import numba_cuda
+    from numba.cuda import lowering
+    from numba.cuda.typing import templates
+
+    if not numba_cuda.__version__.startswith("0.30."):
+        yield
+        return
+    saved = lowering.Lower._find_singly_assigned_variable, templates._OverloadFunctionTemplate._get_impl
+    lowering.Lower._find_singly_assigned_variable = _singly_assigned_variables
+    templates._OverloadFunctionTemplate._get_impl = _overload_impl
+    try:
+        yield
+    finally:
+        lowering.Lower._find_singly_assigned_variable, templates._OverloadFunctionTemplate._get_impl = saved
+
+
+def _singly_assigned_variables(lower):
+    """Lower._find_singly_assigned_variable's set: the variables of a
+    non-generator function defined in one block only, used in no other
+    block, not forced into an alloca, with one assignment in their block."""
+    from numba.cuda.core import ir
+    from numba.cuda.core.analysis import compute_use_defs, must_use_alloca
+
+    once = set()
+    if not lower.func_ir.func_id.is_generator:
+        blocks = lower.func_ir.blocks
+        use_defs = compute_use_defs(blocks)
+        forced = must_use_alloca(blocks)
+        used = set().union(*use_defs.usemap.values())
+        blocks_defining = collections.Counter(v for defs in use_defs.defmap.values() for v in defs)
+        for label, defs in use_defs.defmap.items():
+            assigned = collections.Counter(s.target.name for s in lower.blocks[label].body
+                                           if isinstance(s, ir.assign_types))
+            once.update(v for v in defs if blocks_defining[v] == 1 and v not in forced and v not in used
+                        and assigned[v] == 1)
+    lower._singly_assigned_vars = once
+    lower._blk_local_varmap = {}
+
+
+def _overload_impl(template, args, kws):
+    """_OverloadFunctionTemplate._get_impl keyed by the flags' set options."""
+    from numba.cuda.core import targetconfig
+
+    flags = targetconfig.ConfigStack.top_or_none()
+    key = template.context, tuple(args), tuple(kws.items()), None if flags is None else _FlagsKey(flags)
+    if key in template._impl_cache:
+        return template._impl_cache[key]
+    return template._build_impl(key, args, kws)
+
+
+class _FlagsKey:
+    """The options set on a Flags, as they are now: equal where the Flags'
+    values are (the others are its class's defaults). Flags hash by their
+    options' names alone (all alike) and compare every option's value."""
+
+    __slots__ = ("cls", "values", "_hash")
+
+    def __init__(self, flags):
+        self.cls, self.values = type(flags), dict(flags._values)
+        self._hash = hash((self.cls, tuple(sorted(self.values))))
+
+    def __hash__(self):
+        return self._hash
+
+    def __eq__(self, other):
+        return isinstance(other, _FlagsKey) and self.cls is other.cls and self.values == other.values

@@ -124,7 +124,7 @@ def family_bars(data, family, members, path, plt):
         return False
     sizes = list(dict.fromkeys(r["n"] for r in rows))
     names = [m for m in members if any(r["kernel"] == m for r in rows)]
-    fig, axes = plt.subplots(1, len(sizes), figsize=(3.4 * len(sizes), 4.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(sizes), figsize=(max(6.5, 3.4 * len(sizes)), 4.8), squeeze=False)
     for ax, n in zip(axes[0], sizes):
         at = {r["kernel"]: r for r in rows if r["n"] == n}
         base = at.get(members[0])
@@ -187,7 +187,7 @@ def energy_chart(data, path, plt):
     groups = list(dict.fromkeys((r["precision"], r["n"]) for r in rows))
     if not groups:
         return False
-    fig, axes = plt.subplots(1, len(groups), figsize=(3.6 * len(groups), 4.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(groups), figsize=(max(6.5, 3.6 * len(groups)), 4.8), squeeze=False)
     for ax, (precision, n) in zip(axes[0], groups):
         mine = [r for r in rows if (r["precision"], r["n"]) == (precision, n)]
         colors = ["tab:gray" if r["preset"] == "library" else "tab:green" for r in mine]

@@ -31,6 +31,33 @@ def test_sass(built, preset, name, target):
     expected_sass_holds(cfg, build_config(cfg, target), target)
 
 
+def test_a_prebuild_builds_the_targets_asked_and_no_other(monkeypatch, tmp_path):
+    """prebuild_offline's miss builds the targets it was given (the shipped
+    winners' sm_90 alone); a build_config of one target also the
+    BUILT_TOGETHER ones, which test_sass and inspect ask for next."""
+    from numgemm import kernel
+
+    monkeypatch.setenv("NUMGEMM_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("NUMGEMM_CACHE", raising=False)
+    calls, asked = [], []
+    monkeypatch.setattr(kernel, "_in_processes", lambda fn, c, jobs: calls.extend((fn, *args) for args in c))
+
+    class Asked(Exception):
+        """What was asked is all this test reads: no build runs."""
+
+    def build_many(pyfunc, argtypes, targets, **options):
+        asked.append(list(targets))
+        raise Asked
+    monkeypatch.setattr(kernel, "build_many", build_many)
+    cfg = registry.get("fp16_ptx_mma")
+    prebuild_offline([cfg], ["sm_90"], 2)
+    (fn, *args), = calls
+    for call in (lambda: fn(*args), lambda: build_config(cfg, "sm_90")):
+        with pytest.raises(Asked):
+            call()
+    assert asked == [["sm_90"], ["sm_90", "sm_89"]]
+
+
 def expected_sass_holds(cfg, b, target):
     """What cfg's SASS b must hold on target: its instruction, no spills or
     calls but where expected, and each path's copies and stores."""

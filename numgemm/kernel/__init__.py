@@ -124,19 +124,20 @@ def _from_entry(meta, parts):
 BUILT_TOGETHER = ("sm_89", "sm_90")
 
 
-def build_config(cfg, target="sm_89"):
+def build_config(cfg, target="sm_89", together=BUILT_TOGETHER):
     """Offline build (no GPU) of cfg's kernel for target: SASS and resources.
 
     Read from numgemm's kernel cache where it is there; on a miss, one
-    front end builds target and the BUILT_TOGETHER targets of cfg that the
-    cache lacks, and stores each (test_sass and inspect ask for several)."""
+    front end builds target and the `together` targets of cfg that the
+    cache lacks, and stores each (test_sass and inspect ask for several;
+    prebuild_offline names the ones it is asked for)."""
     from .. import cache
     why = cfg.unsupported(target, launch=False)
     if why:
         raise ValueError(why)
     target = cfg.build_target(target)         # sm_90 -> sm_90a for wgmma
     keys = {t: cache.key(cfg, t, argtypes(cfg), _options(cfg))
-            for t in dict.fromkeys((target, *map(cfg.build_target, BUILT_TOGETHER)))
+            for t in dict.fromkeys((target, *map(cfg.build_target, together)))
             if not cfg.unsupported(t, launch=False)}
     hit = cache.load(keys[target])
     if hit is not None:
@@ -211,13 +212,14 @@ def prebuild(cfgs, cc, jobs):
 
 def prebuild_offline(cfgs, targets, jobs):
     """Build into the cache, jobs at a time, the offline targets of cfgs that
-    it lacks: one build_config per config makes all of its targets."""
+    it lacks: one build_config per config makes all of those targets and no
+    other (the shipped winners' test asks for sm_90 alone)."""
     from .. import cache
     calls = []
     for c in dict.fromkeys(cfgs):
-        ts = [t for t in targets if not c.unsupported(t, launch=False)]
+        ts = tuple(t for t in targets if not c.unsupported(t, launch=False))
         if any(not cache.has(cache.key(c, c.build_target(t), argtypes(c), _options(c))) for t in ts):
-            calls.append((c, ts[0]))
+            calls.append((c, ts[0], ts))
     _in_processes(build_config, calls, jobs)
 
 

@@ -125,8 +125,8 @@ def enable_wmma_headers():
 def quick_front_end():
     """Numba's front end with two of its steps in linear time, for the
     builds inside (numgemm's kernels are long straight blocks of inlined
-    routines, where both are quadratic: 8.7 of fp16_wgmma's 16.8 s on the
-    2-core machine, results/2026-12-04-cpu-front-end). Each gives what
+    routines, where both are quadratic: results/2026-12-04-cpu-front-end
+    has the build times with and without). Each gives what
     numba-cuda 0.30's own gives, so the kernels' LLVM IR and SASS are the
     same (compared over every registered build); other numba-cuda versions
     run their own steps.

@@ -39,11 +39,12 @@ def candidates(precision, cc, shape, sms, b_layout=None):
     smaller block tiles (INT4's widening wgmma ones also with A widened by
     the consumers); INT4's pass kernel where 16 < M < N also computing C^T
     (swap), in its smaller tiles too, and INT8's wgmma ones where M <= 16 in
-    C^T tiles 16 columns wide; and each of those split over K where its tiles leave SMs
-    idle, by factors that give every block at least two k-tiles (not the
-    widening wgmma ones); small-M tiles that copy by cp.async with the other
-    cache policy as well (.ca, through L1, streamed FP16's 16 x 8192^2 11 %
-    faster than .cg on the H200: results/2026-12-04-h200-small-m); the persistent TMA ones there also with their
+    C^T tiles 16 columns wide; small-M tiles that copy by cp.async also with
+    the other cache policy (.ca, through L1, streamed FP16's 16 x 8192^2
+    11 % faster than .cg on the H200: results/2026-12-04-h200-small-m); and
+    each of those split over K where its tiles leave SMs idle, by factors
+    that give every block at least two k-tiles (not the widening wgmma
+    ones); the persistent TMA ones there also with their
     k-tiles streamed over every SM (stream_k); and each unsplit one whose
     persistent grid even_waves changes at this shape, with it flipped.
     b_layout: B in that layout (each kernel's registry.layout_twin, those

@@ -10,8 +10,11 @@ from numgemm.kernel import build_config, expected_sass, prebuild_offline, warp_w
 from numgemm.quant import pack_int4
 
 REGISTERED = [(p, n) for p in registry.PRESETS for n in registry.names(p)]
-# Each kernel on the targets it runs on (copy="tma": sm_90 only).
-OFFLINE = [(p, n, t) for p, n in REGISTERED for t in ("sm_89", "sm_90")
+# Each kernel on the targets it runs on (copy="tma": sm_90 only); under
+# pytest-xdist a kernel's targets go to one worker (--dist loadgroup), whose
+# first build makes both.
+OFFLINE = [pytest.param(p, n, t, marks=pytest.mark.xdist_group(f"{p}/{n}"))
+           for p, n in REGISTERED for t in ("sm_89", "sm_90")
            if not registry.get(n, p).unsupported(t, launch=False)]
 
 
@@ -19,7 +22,10 @@ OFFLINE = [(p, n, t) for p, n in REGISTERED for t in ("sm_89", "sm_90")
 def built(request):
     """The kernels this run's test_sass items ask for, built into the kernel
     cache a core each at the start (one front end builds both targets): the
-    cold CPU suite's longest wait, halved on CI's two cores."""
+    cold CPU suite's longest wait, halved on CI's two cores. Under
+    pytest-xdist the workers are the cores: each builds what its items ask."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
     wanted = {(i.callspec.params["preset"], i.callspec.params["name"]) for i in request.session.items
               if getattr(i, "originalname", None) == "test_sass"}
     prebuild_offline([registry.get(n, p) for p, n in sorted(wanted)], ["sm_89", "sm_90"], os.cpu_count() or 1)

@@ -142,18 +142,10 @@ def time_steady(run, steady=Steady(), between=None, device_index=0):
     after the warm-up, since the host, blocked on a full launch queue, is
     far ahead of the GPU. Where the host is slower (small kernels, which
     draw little power), the timed launches wait behind a spin kernel, as
-    time_gpu's do, after the warm-up, and the clock is read among them."""
-    for i in range(2):
-        run(i)
-    cuda.synchronize()
-    first, last = cuda.event(), cuda.event()
-    t0 = time.perf_counter()
-    first.record()
-    run(0)
-    last.record()
-    host = time.perf_counter() - t0
-    last.synchronize()
-    est_ms = cuda.event_elapsed_time(first, last)
+    time_gpu's do, after the warm-up, and the clock is read among them;
+    power and energy then come from launches back to back after them where
+    the GPU is still the slower (host-bound launches have none)."""
+    est_ms, host = _estimate(run, between)
     warm, repeats, behind_spin = steady.counts(est_ms, host)
     with _Readings(device_index) as readings:
         begin = time.perf_counter()             # the GPU is idle: the warm-up starts as it is enqueued
@@ -164,10 +156,19 @@ def time_steady(run, steady=Steady(), between=None, device_index=0):
         starts, ends = _timed_launches(run, repeats, between, host if behind_spin else None)
         if behind_spin:
             starts[repeats // 2].synchronize()
-            state = gpu_state(device_index)
-        # Where the host keeps the GPU busy, as many more launches back to back as make
-        # the stretch after the warm-up energy_s long: the window of power and energy.
-        extra = steady.extra(est_ms, repeats) if not behind_spin else 0
+            mhz = gpu_state(device_index).get("sm_mhz", math.nan)
+            ends[-1].synchronize()
+        # The window of power and energy: where the host keeps the GPU busy, the stretch
+        # after the warm-up, made energy_s long by more launches back to back; where the
+        # timed launches waited behind spins but the GPU is still the slower of the two,
+        # energy_s of launches back to back after them; else none (the GPU would idle
+        # between launches, and the energy of a GEMM would hold the idle power).
+        energy = not behind_spin or est_ms * 1e-3 >= host
+        opened, first = begin + steady.warm_s, starts[0]
+        if behind_spin:
+            opened, first = time.perf_counter(), cuda.event()
+            first.record()
+        extra = steady.extra(est_ms, 0 if behind_spin else repeats) if energy else 0
         for i in range(extra):
             if between is not None:
                 between()
@@ -178,13 +179,35 @@ def time_steady(run, steady=Steady(), between=None, device_index=0):
         end = time.perf_counter()
     samples = [cuda.event_elapsed_time(s, e) for s, e in zip(starts, ends)]
     joules = watts = math.nan
-    if behind_spin:
-        mhz = state.get("sm_mhz", math.nan)
-    else:
-        watts, mhz = readings.over(begin + steady.warm_s, end, 0.5 * steady.energy_s)
-        span_s = cuda.event_elapsed_time(starts[0], done) * 1e-3
-        joules = watts * span_s / (repeats + extra)         # a launch's share of the window, gaps included
+    if energy:
+        watts, window_mhz = readings.over(opened, end, 0.5 * steady.energy_s)
+        launches = extra if behind_spin else repeats + extra
+        joules = watts * cuda.event_elapsed_time(first, done) * 1e-3 / launches   # gaps included
+        if not behind_spin:
+            mhz = window_mhz
     return Measured(statistics.median(samples), samples, mhz, watts, joules)
+
+
+def _estimate(run, between, launches=5):
+    """(GPU ms, host seconds) of one run: the host's, the median of `launches`
+    (one alone can be several times it); the GPU's, of a run behind a spin
+    that outlasts its enqueueing (on an idle GPU the events would time the
+    host's enqueueing too: F.linear's 52 us kernel read 127 us)."""
+    for i in range(2):
+        run(i)
+    cuda.synchronize()
+    took = []
+    for i in range(launches):
+        if between is not None:
+            between()
+        t0 = time.perf_counter()
+        run(i)
+        took.append(time.perf_counter() - t0)
+    host = statistics.median(took)
+    cuda.synchronize()
+    (first,), (last,) = _timed_launches(run, 1, between, host)
+    last.synchronize()
+    return cuda.event_elapsed_time(first, last), host
 
 
 class _Readings:

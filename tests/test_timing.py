@@ -3,6 +3,7 @@ L2 size it and measure.rotations read."""
 
 import math
 import statistics
+import time
 
 import numpy as np
 import pytest
@@ -121,6 +122,26 @@ def test_a_steady_timing_of_a_known_spin():
     m = timing.time_steady(lambda i: timing._spin[1, 1](ns))
     assert abs(m.ms - 2.0) <= 0.04 and sum(m.samples) >= 90 and len(m.samples) >= 30
     assert (m.joules != m.joules and m.power_w != m.power_w) or (m.joules > 0 and m.power_w > 0)
+
+
+@pytest.mark.gpu
+def test_a_launch_timed_behind_spins_still_reads_its_energy_where_the_gpu_is_the_slower():
+    """A 0.5 ms spin whose launch takes the host 0.35 ms: timed behind spins
+    (the GPU is not twice the host's time), but the GPU is still the slower,
+    so launches back to back after them hold it busy and give the energy and
+    power a library row read as NaN before, where NVML answers."""
+    from numgemm import timing
+
+    ns = np.uint64(5e5)
+
+    def run(i):
+        t = time.perf_counter() + 350e-6
+        timing._spin[1, 1](ns)
+        while time.perf_counter() < t:
+            pass
+    m = timing.time_steady(run)
+    assert abs(m.ms - 0.5) <= 0.02 and len(m.samples) >= 30
+    assert timing._nvml(0) is None or (m.joules > 0 and m.power_w > 0), (m.joules, m.power_w)
 
 
 def test_numgemms_own_small_launches_say_nothing():

@@ -39,16 +39,14 @@ def kernel_function(cfg, warp_rt, copy_rt):
     sv = cfg.shared_view
     init, frags, load_frags, compute, store = warp_rt
     start_copies, setup_copies, stage_copies, issue, land, commit, wait, all_inside, _, _, _ = copy_rt  # no producer
-    k_reduce = _k_reduce(sv) if cfg.warps_k > 1 else None
     tile_steps = _tile_steps(sv, warp_rt, issue)
     tile_of, warp_tiles, copiers, barrier, next_stage = (_tile_of(cfg), _warp_tiles(cfg), _copiers(cfg),
                                                          _barrier(cfg), _next_stage(sv))
     bm, bn, bkb, stages, stage_bytes = cfg.bm, cfg.bn, cfg.bk_bytes, cfg.stages, sv.stage_bytes
-    wm, wn = cfg.warp_tile
     warps_n, warps_k, warps_mn = cfg.warps_n, cfg.warps_k, cfg.warps_m * cfg.warps_n
     k_stagger, spread, double, interior = cfg.k_stagger, cfg.copy_parts > 1, cfg.reg_buffers == 2, cfg.interior
-    k_part, split = _k_part(cfg), cfg.split_k
-    last, sum_last = cfg.split_sum == "last", _sum_last(cfg)
+    k_part, split, stage_of = _k_part(cfg), cfg.split_k, _stage_of(cfg, stage_copies)
+    finish = _finish(cfg, sv, store)
 
     def gemm_kernel(A, B, C, M, N, K, KB, NB, c_aligned, tmaps):
         """K: rows of B when it is K x N (k units), else unused; KB: bytes of K
@@ -79,13 +77,7 @@ def kernel_function(cfg, warp_rt, copy_rt):
         acc = init()
 
         def stage(step, off, inside):
-            """The copies of loop step `step`'s k-tile (k_stagger: rotated) into the stage at off."""
-            kt = step + k_first
-            if k_stagger and kt >= ktiles:
-                kt -= ktiles
-            if split > 1:
-                kt += k0
-            return stage_copies(cs, kt, off, inside)
+            return stage_of(cs, step + k_first, off, inside, k0, ktiles)
 
         # -- the prologue: the first stages - 1 k-tiles
         for s in range(stages - 1):
@@ -133,19 +125,34 @@ def kernel_function(cfg, warp_rt, copy_rt):
         else:
             k_loop(False)
 
-        # -- the reduction and the store
+        finish(acc, C, z, zc, m0, n0, wr, wc, wk, wmn, lane, M, N, tid, c_aligned)
+
+    gemm_kernel.__name__ = cfg.name
+    return gemm_kernel
+
+
+def _finish(cfg, sv, store):
+    """finish(acc, C, z, zc, m0, n0, wr, wc, wk, wmn, lane, M, N, tid,
+    c_aligned): the block's end, after its k loop: the sums of warps that
+    share a warp tile meet (warps_k), and warp k 0 stores them, into C or,
+    split_sum="last", into the workspace (C is then the workspace, C and the
+    arrival counts), whose slices the tile's last block adds into C."""
+    k_reduce = _k_reduce(sv) if cfg.warps_k > 1 else None
+    last, sum_last = cfg.split_sum == "last", _sum_last(cfg)
+    wm, wn = cfg.warp_tile
+    warps_k = cfg.warps_k
+
+    def finish(acc, C, z, zc, m0, n0, wr, wc, wk, wmn, lane, M, N, tid, c_aligned):
         if warps_k > 1:
             k_reduce(acc, wk, wmn, lane)
-        if last:                            # split_sum="last": C is (the workspace, C, arrival counts)
+        if last:
             W, Cout, counts = C
             if wk == 0:
                 store(acc, W, zc, m0, n0, wr * wm, wc * wn, M, N, tid, c_aligned)
             sum_last(W, Cout, counts, z, m0, n0, M, N, tid)
         elif wk == 0:
             store(acc, C, zc, m0, n0, wr * wm, wc * wn, M, N, tid, c_aligned)
-
-    gemm_kernel.__name__ = cfg.name
-    return gemm_kernel
+    return device(finish)
 
 
 def _sum_last(cfg):
@@ -174,6 +181,21 @@ def _sum_last(cfg):
             if tid == 0:
                 counts[t] = 0
     return device(sum_last)
+
+
+def _stage_of(cfg, stage_copies):
+    """stage_of(cs, kt, off, inside, k0, ktiles): the copies of the loop's
+    k-tile kt (k_stagger: rotated by the block's first; split-K: from the
+    run's first, k0) into the stage at byte offset off."""
+    k_stagger, split = cfg.k_stagger, cfg.split_k
+
+    def stage_of(cs, kt, off, inside, k0, ktiles):
+        if k_stagger and kt >= ktiles:
+            kt -= ktiles
+        if split > 1:
+            kt += k0
+        return stage_copies(cs, kt, off, inside)
+    return device(stage_of)
 
 
 def _k_part(cfg):

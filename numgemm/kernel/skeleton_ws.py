@@ -46,65 +46,22 @@ from .warp_wgmma import partials, wait_0, wait_1
 
 def kernel_function(cfg, warp_rt, copy_rt):
     """The Python function of cfg's kernel with this WarpRoutine and CopyRoutine."""
-    init, _, _, compute, store = warp_rt
-    start, setup, _, _, _, _, wait, _, _, release, fill = copy_rt
+    init, store, start = warp_rt.init, warp_rt.store, copy_rt.start
     ptx = P.routines("inline")
-    sv = cfg.shared_view                    # the stages as the consumers read them
-    tile_of, next_stage = _tile_of(cfg), _next_stage(sv)
     bm, bn, bkb = cfg.bm, cfg.bn, cfg.bk_bytes
-    tile_a, pitch_a, rows = sv.tile_bytes_a, sv.pitch_a, 64          # a consumer's 64 rows of A
     producer_warps = cfg.producer_threads // 32
-    # TMA: one thread issues each stage's copies, and the producer gives its
-    # registers to the consumers. Widening: all 128 load and widen, and keep
-    # what their loads in flight need.
     widen = cfg.widens_tile
-
     nothing = device(lambda: None)
     regs = cfg.register_split           # the producer's registers to the consumers
     shrink, grow = (P.setmaxnreg("dec", regs[0]), P.setmaxnreg("inc", regs[1])) if regs else (nothing, nothing)
-    persistent, cluster = cfg.persistent, cfg.cluster
+    persistent, cluster, share_a = cfg.persistent, cfg.cluster, cfg.multicast == "a"
     k_part, split = _k_part(cfg), cfg.split_k
     c_tma, stagger, swap = cfg.c_tma, cfg.stagger, cfg.swap
-
-    share_a = cfg.multicast == "a"
     stream = cfg.stream_k
     stream_part, run_of, publish, gather = _stream_k(cfg) if stream else (None,) * 4
-
-    def cluster_tile(tile, pairs_m, tiles_n):
-        """The output tile of block `tile`: a cluster's CTAs take neighbouring
-        tile rows of one column (multicast="a": neighbouring columns of one
-        row; tile_of walks the clusters); a CTA whose tile lies past M or N
-        computes zeros (TMA fills them) and stores nothing."""
-        if cluster == 1:
-            return tile_of(tile, pairs_m, tiles_n)
-        if share_a:
-            tm, tn = tile_of(tile // cluster, pairs_m, (tiles_n + cluster - 1) // cluster)
-            return tm, tn * cluster + tile % cluster
-        tm, tn = tile_of(tile // cluster, pairs_m, tiles_n)
-        return tm * cluster + tile % cluster, tn
-    cluster_tile = device(cluster_tile)
-
-    def consume(acc, ctx, sbase, A, B, z, zb, m0, n0, tid, lane, dims, a_rows, g, off, kb, ke, go_at):
-        """A consumer warp's sums over k-tiles kb .. ke - 1 of the tile at (m0,
-        n0) into acc (zeroed), each stage released once the wgmmas after it
-        have been issued; having issued k-tile go_at, it lets the second
-        warpgroup start (stagger); -> (g, off)."""
-        cs = setup(ctx, sbase, A, B, z, zb, m0, n0, tid, 0, dims)
-        last = off
-        for kt in range(kb, ke):
-            wait(cs, g, off, g + 1)
-            compute(acc, sbase + u32(off) + a_rows, sbase + u32(off + tile_a))
-            if kt == go_at:
-                ptx.bar_arrive(u32(1), u32(256))
-            wait_1()
-            if kt > kb and lane == 0:
-                release(cs, last)           # k-tile kt - 1's wgmmas are done with it
-            last, g, off = off, g + 1, next_stage(off)
-        wait_0()
-        if lane == 0 and ((split == 1 and not stream) or ke > kb):
-            release(cs, last)
-        return g, off
-    consume = device(consume)
+    cluster_tile = _cluster_tile(cfg)
+    produce, consume = _produce(cfg, copy_rt, cluster_tile, run_of), _consume(cfg, warp_rt, copy_rt)
+    a_rows_of = cfg.shared_view.pitch_a * 64                  # a consumer warpgroup's 64 rows of A
 
     def gemm_kernel(A, B, C, M, N, K, KB, NB, c_aligned, tmaps):
         """Arguments as skeleton.gemm_kernel's; stream_k: C is (the workspace,
@@ -141,24 +98,11 @@ def kernel_function(cfg, warp_rt, copy_rt):
             whole, it0, it1 = stream_part(tiles, ktiles)
         if warp < producer_warps:
             shrink()
-            # The tiles computed whole: TMA's one issuing thread fills the ring;
-            # widening's 128 all do, and not at all over an empty split-K run.
-            if widen or tid == 0:
-                while tile < whole and (not widen or split == 1 or ktiles > 0):
-                    tm, tn = cluster_tile(tile, pairs_m, tiles_n)
-                    g, off = fill(ctx, sbase, A, B, za, zb, i32(tm * bm), i32(tn * bn), tid, dims, g, off, k0, 0,
-                                  ktiles)
-                    tile += step
-            it = it0
-            while stream and tid == 0 and it < it1:            # stream-K (TMA): the tail's runs of k-tiles
-                tile, kb, ke = run_of(it, it1, whole, ktiles)
-                tm, tn = cluster_tile(tile, pairs_m, tiles_n)
-                g, off = fill(ctx, sbase, A, B, za, zb, i32(tm * bm), i32(tn * bn), tid, dims, g, off, 0, kb, ke)
-                it += ke - kb
+            produce(ctx, sbase, A, B, za, zb, tid, dims, k0, ktiles, tile, step, whole, it0, it1, pairs_m, tiles_n)
         else:
             grow()
             cw = warp - producer_warps                  # the consumer's warp: rows 16 cw .. of the tile
-            a_rows = u32((cw >> 2) * rows * pitch_a)    # its warpgroup's 64 rows of A
+            a_rows = u32((cw >> 2) * a_rows_of)         # its warpgroup's 64 rows of A
             Cout = C[1] if stream else C            # stream_k: C is (the workspace, C, its flags)
             # stagger: the first warpgroup's go after its first k-tiles, the second's wait for it
             go_at = min(stagger, ktiles) - 1 if stagger and cw < 4 else -1
@@ -196,6 +140,82 @@ def kernel_function(cfg, warp_rt, copy_rt):
     gemm_kernel.__name__ = cfg.name
     return gemm_kernel
 
+
+def _cluster_tile(cfg):
+    """cluster_tile(tile, pairs_m, tiles_n): the output tile of block `tile`:
+    a cluster's CTAs take neighbouring tile rows of one column
+    (multicast="a": neighbouring columns of one row; tile_of walks the
+    clusters); a CTA whose tile lies past M or N computes zeros (TMA fills
+    them) and stores nothing."""
+    tile_of, cluster, share_a = _tile_of(cfg), cfg.cluster, cfg.multicast == "a"
+
+    def cluster_tile(tile, pairs_m, tiles_n):
+        if cluster == 1:
+            return tile_of(tile, pairs_m, tiles_n)
+        if share_a:
+            tm, tn = tile_of(tile // cluster, pairs_m, (tiles_n + cluster - 1) // cluster)
+            return tm, tn * cluster + tile % cluster
+        tm, tn = tile_of(tile // cluster, pairs_m, tiles_n)
+        return tm * cluster + tile % cluster, tn
+    return device(cluster_tile)
+
+
+def _produce(cfg, copy_rt, cluster_tile, run_of):
+    """produce(ctx, sbase, A, B, za, zb, tid, dims, k0, ktiles, tile, step,
+    whole, it0, it1, pairs_m, tiles_n): the producer warpgroup's part, the
+    copy routine's fill of the ring for each k-tile the consumers sum, in
+    their order: the tiles computed whole (from `tile`, every step-th, below
+    `whole`), then the cluster's stream-K runs [it0, it1). TMA: one thread
+    issues each stage's copies. Widening: all 128 load and widen, and not at
+    all over an empty split-K run."""
+    fill = copy_rt.fill
+    bm, bn, widen, split, stream = cfg.bm, cfg.bn, cfg.widens_tile, cfg.split_k, cfg.stream_k
+
+    def produce(ctx, sbase, A, B, za, zb, tid, dims, k0, ktiles, tile, step, whole, it0, it1, pairs_m, tiles_n):
+        g, off = 0, 0
+        if widen or tid == 0:
+            while tile < whole and (not widen or split == 1 or ktiles > 0):
+                tm, tn = cluster_tile(tile, pairs_m, tiles_n)
+                g, off = fill(ctx, sbase, A, B, za, zb, i32(tm * bm), i32(tn * bn), tid, dims, g, off, k0, 0, ktiles)
+                tile += step
+        it = it0
+        while stream and tid == 0 and it < it1:            # stream-K (TMA): the tail's runs of k-tiles
+            tile, kb, ke = run_of(it, it1, whole, ktiles)
+            tm, tn = cluster_tile(tile, pairs_m, tiles_n)
+            g, off = fill(ctx, sbase, A, B, za, zb, i32(tm * bm), i32(tn * bn), tid, dims, g, off, 0, kb, ke)
+            it += ke - kb
+    return device(produce)
+
+
+def _consume(cfg, warp_rt, copy_rt):
+    """consume(acc, ctx, sbase, A, B, z, zb, m0, n0, tid, lane, dims, a_rows,
+    g, off, kb, ke, go_at) -> (g, off): a consumer warp's sums over k-tiles
+    kb .. ke - 1 of the tile at (m0, n0) into acc (zeroed), each stage
+    released once the wgmmas after it have been issued; having issued
+    k-tile go_at, it lets the second warpgroup start (stagger)."""
+    compute, setup, wait, release = warp_rt.compute, copy_rt.setup, copy_rt.wait, copy_rt.release
+    ptx = P.routines("inline")
+    sv = cfg.shared_view                    # the stages as the consumers read them
+    next_stage, tile_a = _next_stage(sv), sv.tile_bytes_a
+    split, stream = cfg.split_k, cfg.stream_k
+
+    def consume(acc, ctx, sbase, A, B, z, zb, m0, n0, tid, lane, dims, a_rows, g, off, kb, ke, go_at):
+        cs = setup(ctx, sbase, A, B, z, zb, m0, n0, tid, 0, dims)
+        last = off
+        for kt in range(kb, ke):
+            wait(cs, g, off, g + 1)
+            compute(acc, sbase + u32(off) + a_rows, sbase + u32(off + tile_a))
+            if kt == go_at:
+                ptx.bar_arrive(u32(1), u32(256))
+            wait_1()
+            if kt > kb and lane == 0:
+                release(cs, last)           # k-tile kt - 1's wgmmas are done with it
+            last, g, off = off, g + 1, next_stage(off)
+        wait_0()
+        if lane == 0 and ((split == 1 and not stream) or ke > kb):
+            release(cs, last)
+        return g, off
+    return device(consume)
 
 
 def _stream_k(cfg):

@@ -26,6 +26,7 @@ files, and its key hashes closure cells that differ between processes.
 
 import argparse
 import ast
+import contextlib
 import functools
 import hashlib
 import importlib.metadata
@@ -249,14 +250,50 @@ def clear():
 
 
 def cached(k, build, describe):
-    """The parts stored under k, or build() -> (meta, parts) stored and returned;
-    describe(meta, parts) turns either into the caller's object."""
+    """The parts stored under k, or build() -> (meta, parts) stored and returned
+    (once among processes: see building); describe(meta, parts) turns either
+    into the caller's object."""
     hit = load(k)
     if hit is None:
-        STATS["builds"] += 1
-        hit = build()
-        store(k, *hit)
+        with building(k):
+            hit = load(k)
+            if hit is None:
+                STATS["builds"] += 1
+                hit = build()
+                store(k, *hit)
     return describe(*hit)
+
+
+@contextlib.contextmanager
+def building(k):
+    """Held while this process builds what key k names: a process that would
+    build it too waits here until the first has stored it, and then reads it
+    (the caller looks again once inside). Parallel test workers, soak jobs
+    and prebuilds ask for the same kernels at once, and a build takes seconds
+    of a core. A lock file beside the entries, locked with flock: the
+    system lets it go if its holder dies. No lock where the cache is off or
+    the platform has no flock."""
+    try:
+        import fcntl
+    except ImportError:
+        fcntl = None
+    if not enabled() or fcntl is None:
+        yield
+        return
+    path = _path(k).with_suffix(".lock")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        f = open(path, "a")
+    except OSError:                 # a cache that cannot be written: store() says so
+        yield
+        return
+    with f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:        # a process still waiting holds the old file, and finds the entry once it has it
+            path.unlink(missing_ok=True)
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _header(p):

@@ -167,6 +167,31 @@ def test_concurrent_writers_never_leave_half_an_entry(store):
     assert not list(store.glob("*/.tmp-*"))
 
 
+def test_a_build_under_way_is_waited_for_not_repeated(store):
+    """Two callers after one missing entry at once (threads: flock holds
+    between open files as between processes): one builds, the other waits
+    for it and reads its entry; no lock file is left."""
+    import threading
+
+    built, got = [], []
+
+    def build():
+        built.append(threading.get_ident())
+        time.sleep(0.3)
+        return {"name": "k"}, {"cubin": b"x" * 16}
+
+    def ask():
+        got.append(cache.cached("e" * 64, build, lambda meta, parts: parts["cubin"]))
+    callers = [threading.Thread(target=ask) for _ in range(2)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+    assert len(built) == 1 and got == [b"x" * 16] * 2
+    assert cache.STATS["builds"] == 1 and cache.STATS["hits"] == 1
+    assert not list(store.glob("*/*.lock"))
+
+
 def test_command_line(filled, capsys):
     store = filled[0]
     assert cache.main(["--list"]) == 0

@@ -142,12 +142,16 @@ def build_config(cfg, target="sm_89", together=BUILT_TOGETHER):
     hit = cache.load(keys[target])
     if hit is not None:
         return _from_entry(*hit)
-    cache.STATS["builds"] += 1
-    missing = [t for t in keys if t == target or (cache.enabled() and not cache.has(keys[t]))]
-    builds = build_many(kernel_function(cfg), argtypes(cfg), missing, name=cfg.name,
-                        launch_bounds=(cfg.threads, cfg.min_blocks), strict_ptxas=cfg.arch_specific)
-    for t, b in builds.items():
-        cache.store(keys[t], *_entry(b))
+    with cache.building(cache.key(cfg, "any", argtypes(cfg), _options(cfg))):      # the config's, any target
+        hit = cache.load(keys[target])
+        if hit is not None:
+            return _from_entry(*hit)
+        cache.STATS["builds"] += 1
+        missing = [t for t in keys if t == target or (cache.enabled() and not cache.has(keys[t]))]
+        builds = build_many(kernel_function(cfg), argtypes(cfg), missing, name=cfg.name,
+                            launch_bounds=(cfg.threads, cfg.min_blocks), strict_ptxas=cfg.arch_specific)
+        for t, b in builds.items():
+            cache.store(keys[t], *_entry(b))
     return builds[target]
 
 

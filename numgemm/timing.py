@@ -189,10 +189,12 @@ def time_steady(run, steady=Steady(), between=None, device_index=0):
 
 
 def _estimate(run, between, launches=5):
-    """(GPU ms, host seconds) of one run: the host's, the median of `launches`
-    (one alone can be several times it); the GPU's, of a run behind a spin
-    that outlasts its enqueueing (on an idle GPU the events would time the
-    host's enqueueing too: F.linear's 52 us kernel read 127 us)."""
+    """(GPU ms, host seconds) of one run: the host's, with the two events a
+    timed launch records (back to back, a host slower than the GPU would put
+    its own time into the samples), the median of `launches` (one alone can
+    be several times it); the GPU's, of a run behind a spin that outlasts
+    its enqueueing (on an idle GPU the events time the host's enqueueing
+    too: F.linear's 52 us kernel read 127 us)."""
     for i in range(2):
         run(i)
     cuda.synchronize()
@@ -200,8 +202,11 @@ def _estimate(run, between, launches=5):
     for i in range(launches):
         if between is not None:
             between()
+        first, last = cuda.event(), cuda.event()
         t0 = time.perf_counter()
+        first.record()
         run(i)
+        last.record()
         took.append(time.perf_counter() - t0)
     host = statistics.median(took)
     cuda.synchronize()

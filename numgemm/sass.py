@@ -219,8 +219,30 @@ def front_end(pyfunc, argtypes, cc=(8, 0), *, max_registers=None, launch_bounds=
 
 def library_cubin(lib, target):
     """The library linked for target ('sm_89'; 'sm_90a': the arch-specific
-    target that Hopper-only instructions need, as numba-cuda builds on sm_90)."""
-    return bytes(lib.get_cubin(cc=(*parse_target(target), arch_suffix(target))).code)
+    target that Hopper-only instructions need, as numba-cuda builds on sm_90),
+    by an nvJitLink link that keeps ptxas's report (ptxas_losses reads it)."""
+    with _verbose_links():
+        return bytes(lib.get_cubin(cc=(*parse_target(target), arch_suffix(target))).code)
+
+
+@contextmanager
+def _verbose_links():
+    """numba-cuda's cubin links with nvJitLink's -verbose: ptxas's report,
+    its performance-loss notes among it, goes to the link's info log (the
+    code is the same)."""
+    from numba.cuda.cudadrv import driver
+
+    options = driver._Linker._get_linker_options
+
+    def verbose(linker, ptx):
+        o = options(linker, ptx)
+        o.verbose = not ptx
+        return o
+    driver._Linker._get_linker_options = verbose
+    try:
+        yield
+    finally:
+        driver._Linker._get_linker_options = options
 
 
 def read_cubin(cubin, entry, name, target, seconds):
@@ -242,15 +264,11 @@ _PTXAS_LOSS = re.compile(r"\(C75(?:0[4-9]|1\d)\)|warning", re.I)
 
 
 def ptxas_losses(lib, target):
-    """The lines in which ptxas reports a performance loss or a warning when it
-    assembles the library's linked PTX for target as a whole program (the
-    nvJitLink link does the same but keeps ptxas's report to itself)."""
-    ptx = lib.get_lto_ptx(cc=(*parse_target(target), arch_suffix(target)))
-    ptx = (ptx.decode() if isinstance(ptx, bytes) else ptx).rstrip("\0")
-    with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "kernel.ptx"
-        src.write_text(ptx)
-        report = run_tool("ptxas", f"-arch={target}", "-v", str(src), "-o", str(Path(tmp) / "kernel.cubin"))
+    """The lines in which ptxas reports a performance loss or a warning in the
+    link that made the library's cubin for target (library_cubin: links it
+    first if it has not been)."""
+    library_cubin(lib, target)
+    report = lib.get_linkerinfo((*parse_target(target), arch_suffix(target))) or ""
     return [line.strip() for line in report.splitlines() if _PTXAS_LOSS.search(line)]
 
 

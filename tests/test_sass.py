@@ -1,5 +1,7 @@
 """numgemm.sass: offline builds, their resources, instructions and loops."""
 
+import pytest
+
 from numgemm import registry
 from numgemm.kernel import argtypes, kernel_function
 from numgemm.sass import Build, build
@@ -34,3 +36,23 @@ def test_loops_come_from_backward_branches():
     loop = b.main_loop()
     assert loop.shape == "LMG..." and loop.mmas == 1 and loop.longest_gap == 4
     assert "mma 1, ldmatrix 1, global loads 1" in loop.summary()
+
+
+def test_ptxas_losses_are_read_from_the_link_that_made_the_cubin():
+    """A wgmma kernel whose routines are linked as calls (warp_wgmma.rules
+    refuse it for this reason; built around them here): ptxas serialises its
+    wgmmas and ignores setmaxnreg, and says so in the cubin link's report,
+    which refuse_ptxas_losses turns into a build error."""
+    import copy
+
+    from numgemm.sass import front_end, library_cubin, ptxas_losses, refuse_ptxas_losses
+
+    cfg = copy.copy(registry.get("fp16_wgmma", "tuned"))
+    object.__setattr__(cfg, "linkage", "link")
+    lib, _ = front_end(kernel_function(cfg), argtypes(cfg), (9, 0), launch_bounds=(cfg.threads, cfg.min_blocks))
+    assert library_cubin(lib, "sm_90a")
+    losses = ptxas_losses(lib, "sm_90a")
+    assert any("C7509" in line and "serialized" in line for line in losses), losses
+    assert any("C7504" in line and "setmaxnreg" in line for line in losses), losses
+    with pytest.raises(RuntimeError, match="ptxas made the code worse"):
+        refuse_ptxas_losses(lib, "sm_90a", cfg.name)

@@ -110,17 +110,21 @@ def test_power_is_read_between_the_counters_steps():
 
 @pytest.mark.gpu
 def test_a_steady_timing_of_a_known_spin():
-    """A 2 ms spin timed in steady state: its median within 2 %, a window of
-    about 100 ms (its launches are counted from one launch's time, events and
-    launch overhead included: the H200 gave 47 and 49 of 2.003 ms) and at
-    least 30 launches, and an
-    energy and power where NVML answers (the board's: the suite's other
-    workers share it, so only their signs are checked)."""
+    """A 2 ms spin timed in steady state: no sample short of it and the
+    shortest within 2 % (the shortest, as in the test above: among the
+    suite's 16 workers other contexts' time slices landed in every other
+    sample, a median of 2.24 ms), the median returned the samples', a window
+    of about 100 ms (its launches are counted from one launch's time, events
+    and launch overhead included: the H200 gave 47 and 49 of 2.003 ms) and
+    at least 30 launches, and an energy and power where NVML answers (the
+    board's: the suite's other workers share it, so only their signs are
+    checked)."""
     from numgemm import timing
 
     ns = np.uint64(2e6)
     m = timing.time_steady(lambda i: timing._spin[1, 1](ns))
-    assert abs(m.ms - 2.0) <= 0.04 and sum(m.samples) >= 90 and len(m.samples) >= 30
+    assert 0.999 * 2.0 <= min(m.samples) <= 1.02 * 2.0 and m.ms == statistics.median(m.samples)
+    assert sum(m.samples) >= 90 and len(m.samples) >= 30
     assert (m.joules != m.joules and m.power_w != m.power_w) or (m.joules > 0 and m.power_w > 0)
 
 
@@ -140,7 +144,7 @@ def test_a_launch_timed_behind_spins_still_reads_its_energy_where_the_gpu_is_the
         while time.perf_counter() < t:
             pass
     m = timing.time_steady(run)
-    assert abs(m.ms - 0.5) <= 0.02 and len(m.samples) >= 30
+    assert 0.999 * 0.5 <= min(m.samples) <= 1.02 * 0.5 and len(m.samples) >= 30      # the shortest: see above
     assert timing._nvml(0) is None or (m.joules > 0 and m.power_w > 0), (m.joules, m.power_w)
 
 

@@ -113,18 +113,17 @@ def test_a_steady_timing_of_a_known_spin():
     """A 2 ms spin timed in steady state: no sample short of it and the
     shortest within 2 % (the shortest, as in the test above: among the
     suite's 16 workers other contexts' time slices landed in every other
-    sample, a median of 2.24 ms), the median returned the samples', a window
-    of about 100 ms (its launches are counted from one launch's time, events
-    and launch overhead included: the H200 gave 47 and 49 of 2.003 ms) and
-    at least 30 launches, and an energy and power where NVML answers (the
-    board's: the suite's other workers share it, so only their signs are
-    checked)."""
+    sample, a median of 2.24 ms), the median returned the samples', at
+    least 30 launches (how many follow from the estimate, which a time
+    slice can lengthen too: 35 of them once; Steady.counts is tested
+    above), and an energy and power where NVML answers (the board's: the
+    suite's other workers share it, so only their signs are checked)."""
     from numgemm import timing
 
     ns = np.uint64(2e6)
     m = timing.time_steady(lambda i: timing._spin[1, 1](ns))
     assert 0.999 * 2.0 <= min(m.samples) <= 1.02 * 2.0 and m.ms == statistics.median(m.samples)
-    assert sum(m.samples) >= 90 and len(m.samples) >= 30
+    assert len(m.samples) >= 30
     assert (m.joules != m.joules and m.power_w != m.power_w) or (m.joules > 0 and m.power_w > 0)
 
 

@@ -75,6 +75,7 @@ def test_a_changed_source_file_changes_the_digest(tmp_path, monkeypatch):
     assert cache.sources_digest.__wrapped__() != before
 
 
+@pytest.mark.builds
 def test_round_trip_in_a_new_process(store):
     """A build stored by one process is loaded by the next, with nothing built."""
     env = dict(os.environ, NUMGEMM_CACHE_DIR=str(store))
@@ -90,6 +91,7 @@ def test_round_trip_in_a_new_process(store):
     assert imma1 == imma2 > 0
 
 
+@pytest.mark.builds
 def test_a_changed_field_misses(filled):
     build_config(CFG, "sm_89")
     assert cache.STATS == {"hits": 1, "builds": 0, "stores": 0, "rejected": 0}
@@ -97,6 +99,7 @@ def test_a_changed_field_misses(filled):
     assert cache.STATS == {"hits": 1, "builds": 1, "stores": 2, "rejected": 0}
 
 
+@pytest.mark.builds
 @pytest.mark.parametrize("damage", ["flip", "truncate", "swap"])
 def test_a_damaged_entry_is_rebuilt_with_a_warning(filled, damage):
     good = filled[1]
@@ -132,6 +135,7 @@ def test_least_recently_used_go_first(store, monkeypatch):
     assert left == {f"{0:064x}", f"{3:064x}"}
 
 
+@pytest.mark.builds
 def test_off_means_nothing_is_read_or_written(filled, monkeypatch):
     monkeypatch.setenv("NUMGEMM_CACHE", "0")
     before = sorted(p.stat().st_mtime_ns for p, _, _ in cache.entries())
@@ -192,6 +196,7 @@ def test_a_build_under_way_is_waited_for_not_repeated(store):
     assert not list(store.glob("*/*.lock"))
 
 
+@pytest.mark.builds
 def test_command_line(filled, capsys):
     store = filled[0]
     assert cache.main(["--list"]) == 0
@@ -207,6 +212,7 @@ def test_module_entry_point_is_quiet(store):
     assert proc.returncode == 0 and "numgemm kernel cache" in proc.stdout, proc.stderr
 
 
+@pytest.mark.builds
 def test_an_unwritable_folder_warns_and_builds(tmp_path, monkeypatch):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")

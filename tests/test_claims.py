@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from numgemm import claims
 
 STORED = Path(__file__).resolve().parent.parent / "results" / "2026-12-01-h200-why" / "claims.json"
@@ -52,6 +54,7 @@ def test_int4_claim_on_sm89_turns_on_the_sass():
     assert c.verdict == claims.FAILS and "native" in c.note
 
 
+@pytest.mark.builds
 def test_sass_facts_for_the_studys_gpu():
     facts = claims.sass_facts("sm_89")
     assert facts["int4_wmma_native_s4"] is True

@@ -1,5 +1,7 @@
 """numgemm.insight: --sass and --diff, offline (no GPU)."""
 
+import pytest
+
 from numgemm import bench, registry
 from numgemm.insight import FIGURES, figures
 from numgemm.kernel import build_config
@@ -14,6 +16,7 @@ def test_instruction_classes():
     assert instruction_class("S2R") == instruction_class("MOV") == "other"
 
 
+@pytest.mark.builds
 def test_figures_add_up():
     cfg = registry.get("int8_ptx_mma_k32", "paper")
     b = build_config(cfg, "sm_89")
@@ -24,6 +27,7 @@ def test_figures_add_up():
     assert f["shared B"] >= cfg.smem_bytes and list(f) == list(FIGURES)
 
 
+@pytest.mark.builds
 def test_sass_report(capsys):
     assert bench.main(["--sass", "--kernels", "int8_ptx_mma_k32", "--preset", "paper", "--targets", "sm_89"]) == 0
     out = capsys.readouterr().out
@@ -31,6 +35,7 @@ def test_sass_report(capsys):
     assert "paper/int8_ptx_mma_k32 [sm_89]: " in out and "M" in out.split("[sm_89]: ")[1]
 
 
+@pytest.mark.builds
 def test_diff_names_the_fields_and_what_moved(capsys):
     assert bench.main(["--diff", "int8_ptx_mma_k32", "int8_ptx_manual_pack", "--preset", "paper",
                        "--targets", "sm_89"]) == 0

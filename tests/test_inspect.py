@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+import pytest
+
 from numgemm.inspect import main, s4_note
 
 
@@ -10,6 +12,7 @@ def test_s4_note_is_a_fact_about_the_target():
     assert "native" in s4_note("sm_89") and "no native" in s4_note("sm_90")
 
 
+@pytest.mark.builds
 def test_command_line(capsys, tmp_path):
     assert main(["int8_ptx_mma_k32", "--preset", "paper", "--target", "sm_90", "--hist", "--loop",
                  "--save", str(tmp_path)]) == 0
@@ -40,6 +43,7 @@ def test_an_unknown_name_is_one_line(capsys):
     assert "it is in preset 'tuned'" in err and "\n" not in err
 
 
+@pytest.mark.builds
 def test_a_closed_pipe_ends_quietly():
     """`--sass | head`: some 300 KB of SASS into a pipe its reader has closed."""
     cmd = f"{sys.executable} -m numgemm.inspect int8_ptx_mma_k32 --target sm_80 --sass | head -1"

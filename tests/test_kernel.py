@@ -31,6 +31,7 @@ def built(request):
     prebuild_offline([registry.get(n, p) for p, n in sorted(wanted)], ["sm_89", "sm_90"], os.cpu_count() or 1)
 
 
+@pytest.mark.builds
 @pytest.mark.parametrize("preset,name,target", OFFLINE)
 def test_sass(built, preset, name, target):
     cfg = registry.get(name, preset)
@@ -117,6 +118,7 @@ def expected_sass_holds(cfg, b, target):
                                                 ("fp16_wgmma", dict(bn=320, stage_c=False), "sm_90"),
                                                 ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=64, stages=13, stage_c=False),
                                                  "sm_90")])
+@pytest.mark.builds
 def test_half_c_rounds_each_pair_once(name, fields, target):
     """out="f16" on every target: one cvt (F2FP, .F16.F32.PACK_AB from sm_89)
     and one shuffle per f32 pair of a tile inside C, one 8-byte store per two
@@ -128,6 +130,7 @@ def test_half_c_rounds_each_pair_once(name, fields, target):
     assert b.instructions.count("STG.E.64") == pairs // 2 and b.instructions.count("STG.E") == 0
 
 
+@pytest.mark.builds
 def test_copy_parts_put_mmas_between_the_copies():
     """Padded INT8 in one checked loop (tuned before the swizzle) started a
     k-tile's 12 copies in two parts: its k loop then has no stretch without
@@ -139,6 +142,7 @@ def test_copy_parts_put_mmas_between_the_copies():
     assert spread.longest_gap < at_once.longest_gap, (spread.shape, at_once.shape)
 
 
+@pytest.mark.builds
 def test_interior_loop_drops_the_copy_checks():
     """Two k loops: the checked one compares (and, zfill_src="base", selects)
     per copy; the interior one has the same copies and mmas without either."""
@@ -152,6 +156,7 @@ def test_interior_loop_drops_the_copy_checks():
     assert count(inner, "SEL") == count(inner, "ISETP") == 0
 
 
+@pytest.mark.builds
 def test_tma_loop_has_no_copies_of_its_own():
     """copy="tma": in the k loop each warp waits on the stage's mbarrier and
     issues no global -> shared copies; one thread's two bulk tensor copies
@@ -178,6 +183,7 @@ def test_tma_kernels_are_for_sm90_only(capsys):
     assert "int8_ptx_tma: not built: " in capsys.readouterr().out
 
 
+@pytest.mark.builds
 def test_s4_on_hopper_is_emulated_not_native():
     cfg = registry.get("int4_ptx_mma_k64")
     hopper, ada = build_config(cfg, "sm_90"), build_config(cfg, "sm_89")
@@ -185,6 +191,7 @@ def test_s4_on_hopper_is_emulated_not_native():
     assert ada.count("IMMA.16864.S4.S4") > 0 and ada.calls == 0
 
 
+@pytest.mark.builds
 def test_link_linkage_calls_the_ptx():
     cfg = registry.get("int8_ptx_mma_k32", "paper").replace(linkage="link")
     assert build_config(cfg, "sm_89").calls > 0
@@ -434,6 +441,7 @@ def test_scaled_widening_is_exact_to_its_k_limit(name, rng):
         numgemm.gemm(pack_int4(wide), pack_int4(wide).T, precision="int4", kernel=name)
 
 
+@pytest.mark.builds
 @pytest.mark.parametrize("name,fields", [("fp16_wgmma", dict(bn=128)), ("int8_wgmma", dict(bm=64, warps_m=4, bn=128))])
 def test_wgmma_in_tiles_of_128_columns(name, fields):
     """m64n128: 64 accumulators a consumer thread, no spills, the producer's
@@ -444,6 +452,7 @@ def test_wgmma_in_tiles_of_128_columns(name, fields):
     assert b.local_bytes == 0 and b.calls == 0 and b.count("USETMAXREG.TRY_ALLOC") == 1
 
 
+@pytest.mark.builds
 @pytest.mark.parametrize("cluster", [1, 2])
 def test_wgmma_320_columns_as_two_instructions(cluster):
     """bn=320: each k step an m64n256 and an m64n64 side by side, their
@@ -456,6 +465,7 @@ def test_wgmma_320_columns_as_two_instructions(cluster):
     assert b.local_bytes == 0 and b.calls == 0 and b.count("USETMAXREG.TRY_ALLOC") == 1
 
 
+@pytest.mark.builds
 @pytest.mark.parametrize("cluster", [1, 2])
 def test_wgmma_192_columns_in_three_boxes(cluster):
     """bn=192: one m64n192 a k step over B's three boxes of 64 columns (96
@@ -469,6 +479,7 @@ def test_wgmma_192_columns_in_three_boxes(cluster):
     assert (b.count("UTMALDG.3D.MULTICAST") >= 1) == (cluster == 2)
 
 
+@pytest.mark.builds
 def test_cluster_shares_a_along_n():
     """multicast="a": each CTA of the pair loads half of A's rows (a box of
     bm / 2 rows) and multicasts it, and all of B; the tile columns come in
@@ -481,6 +492,7 @@ def test_cluster_shares_a_along_n():
         cfg.replace(cluster=1)
 
 
+@pytest.mark.builds
 def test_wgmma_32_columns_in_the_64_byte_swizzle():
     """A K x N B tile 32 columns wide is one TMA box of 64-byte rows in the
     64-byte swizzle, which m64n32k16 reads through a descriptor of that
@@ -492,6 +504,7 @@ def test_wgmma_32_columns_in_the_64_byte_swizzle():
     assert b.count("HGMMA.64x32x16.F32") >= cfg.ksteps and b.local_bytes == 0 and b.calls == 0
 
 
+@pytest.mark.builds
 @pytest.mark.parametrize("bn", [64, 32])
 def test_wgmma_narrow_tiles_read_an_n_x_k_weight(bn):
     """An N x K B (K-major, an nn.Linear weight) in tiles 64 or 32 columns
@@ -506,6 +519,7 @@ def test_wgmma_narrow_tiles_read_an_n_x_k_weight(bn):
 @pytest.mark.parametrize("name,fields", [("fp16_wgmma", {}), ("fp16_wgmma_c16", {}), ("int8_wgmma_cl1", {}),
                                          ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=32, stages=16)),
                                          ("fp16_wgmma_c16", dict(bn=192, stages=5))])
+@pytest.mark.builds
 def test_staged_c_stores_whole_lines(name, fields):
     """stage_c: a consumer thread writes each accumulator pair (f16 C: each
     rounded word) to its warp's buffer once, and reads back and stores 16
@@ -523,6 +537,7 @@ def test_staged_c_stores_whole_lines(name, fields):
         registry.get("int4_wgmma_unpack_s8_ld").replace(stage_c=True)
 
 
+@pytest.mark.builds
 @pytest.mark.parametrize("name", ["fp16_wgmma_c16", "fp16_wgmma", "int8_wgmma_cl1"])
 def test_staged_c_leaves_by_tma_store(name):
     """c_tma: each accumulator pair (f16 C: rounded word) is written once into
@@ -541,6 +556,7 @@ def test_staged_c_leaves_by_tma_store(name):
             cfg.replace(**bad)
 
 
+@pytest.mark.builds
 def test_second_warpgroup_staggered():
     """stagger: the first consumer warpgroup arrives on named barrier 1 once
     it has issued its first k-tiles; the second syncs on it before its
@@ -555,6 +571,7 @@ def test_second_warpgroup_staggered():
             cfg.replace(**bad)
 
 
+@pytest.mark.builds
 def test_tma_ring_deeper_than_cp_async_allows():
     """TMA's ring counts its stages with mbarriers, not cp.async.wait_group:
     a 64 x 64 FP16 wgmma tile in 14 stages and INT4's small-M mma.sync tile
@@ -597,6 +614,7 @@ def test_wgmma_tile_widths_without_routines_are_refused(name, fields):
         registry.get(name).replace(**fields)
 
 
+@pytest.mark.builds
 def test_a_from_registers_feeds_wgmma_registers():
     """a_regs: every IGMMA takes A from registers (a register, not a second
     descriptor, after the accumulators) and each k-tile's A comes by ldmatrix;
@@ -618,6 +636,7 @@ def test_a_from_registers_feeds_wgmma_registers():
         assert re.search(rf"USETMAXREG\.TRY_ALLOC\.CTAPOOL \S+, {consumer:#x}", b.sass)
 
 
+@pytest.mark.builds
 def test_load_sets_are_the_producers_loads_in_flight():
     """load_sets: the widening producer's k loop holds that many register sets
     of a k-tile's loads, each filled once an iteration (an iteration of
@@ -657,6 +676,7 @@ def test_swapped_kernel_shares_b_across_the_batch(name, rng):
     np.testing.assert_array_equal(out.copy_to_host(), a.astype(np.int64) @ bt.T.astype(np.int64))
 
 
+@pytest.mark.builds
 def test_widening_pass_builds_for_every_target():
     """unpack="pass"'s first kernel: one 16-byte load and two 16-byte stores
     a thread, the widening inline, no local memory."""
@@ -699,6 +719,7 @@ def test_widening_pass_lays_b_out_as_the_consumers_read_a(rng):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.builds
 def test_split_k_changes_only_the_k_range():
     """split_k: the same k loop (mmas and copies) as the kernel it splits; the
     split-K sum builds for every target."""
@@ -728,6 +749,7 @@ def test_the_last_block_sums_only_split_block_kernels(name, fields):
         registry.get(name).replace(split_sum="last", **fields)
 
 
+@pytest.mark.builds
 def test_the_last_block_sums_in_one_launch():
     """split_sum="last": the k loop as split_k's, then a fence, one atomic a
     block and the tile's slices added in the kernel; C comes with the
@@ -741,6 +763,7 @@ def test_the_last_block_sums_in_one_launch():
     assert len(argtypes(base.replace(split_sum="last"))[2]) == 3
 
 
+@pytest.mark.builds
 @pytest.mark.parametrize("name", ["fp16_wgmma", "int8_wgmma_cl1"])
 def test_split_k_keeps_the_wgmma_k_loop(name):
     """The warp-specialised skeleton split over K: the same wgmmas and TMA
@@ -754,6 +777,7 @@ def test_split_k_keeps_the_wgmma_k_loop(name):
     assert base.replace(split_k=2).grid_blocks(8192, 8192, 132) == base.grid_blocks(8192, 8192, 132) // 2
 
 
+@pytest.mark.builds
 @pytest.mark.parametrize("name", ["fp16_wgmma", "int8_wgmma_cl1", "fp16_wgmma_c16"])
 def test_stream_k_keeps_the_wgmma_k_loop(name):
     """stream_k: the tiles computed whole and the tail's runs issue the same

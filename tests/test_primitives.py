@@ -423,6 +423,7 @@ def offline_cases():
 OFFLINE = list(offline_cases())
 
 
+@pytest.mark.builds
 @pytest.mark.parametrize("linkage", P.LINKAGES)
 @pytest.mark.parametrize("name,factory,argtypes,sass", OFFLINE, ids=[c[0] for c in OFFLINE])
 def test_sass_sm89(name, factory, argtypes, sass, linkage):
@@ -435,6 +436,7 @@ def test_sass_sm89(name, factory, argtypes, sass, linkage):
         assert b.calls >= 1
 
 
+@pytest.mark.builds
 def test_sass_cache_operator_sm89():
     """.ca keeps the line in L1 (no BYPASS), .cg bypasses it."""
     ns = P.routines("inline")
@@ -444,6 +446,7 @@ def test_sass_cache_operator_sm89():
     assert cg.count("LDGSTS.E.BYPASS") == 1
 
 
+@pytest.mark.builds
 def test_wait_group_immediate_sm89():
     ns = P.routines("inline")
     for n in range(4):
@@ -463,6 +466,7 @@ def test_setmaxnreg_takes_its_count_in_place_of_the_files():
             P.setmaxnreg(*bad)
 
 
+@pytest.mark.builds
 @pytest.mark.parametrize("routine", UNPACKS)
 def test_unpack_is_a_handful_of_alu_instructions(routine):
     """The widening costs what its header says: seven ALU instructions, three scaled."""
@@ -480,6 +484,7 @@ def test_unpack_is_a_handful_of_alu_instructions(routine):
     assert extra <= UNPACKS[routine][1], f"{routine} added {extra} instructions"
 
 
+@pytest.mark.builds
 @pytest.mark.parametrize("target", ["sm_89", "sm_90"])
 @pytest.mark.parametrize("precision,layout", WMMA_CASES)
 def test_wmma_sass(precision, layout, target):
@@ -496,6 +501,7 @@ def test_wmma_sass(precision, layout, target):
         assert b.calls == 0, "LTO should have inlined the WMMA function"
 
 
+@pytest.mark.builds
 @pytest.mark.parametrize("routine", ["mma_m16n8k32_s4_s32", "mma_m16n8k64_s4_s32"])
 def test_s4_mma_on_sm90_is_not_native(routine):
     case = next(c for c in MMA if c.routine == routine)

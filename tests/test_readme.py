@@ -10,6 +10,7 @@ EXAMPLE = next(b for b in re.findall(r"```python\n(.*?)```", README, re.S) if "d
 WG_EXAMPLE = next(b for b in re.findall(r"```python\n(.*?)```", README, re.S) if "def wg_tile" in b)
 
 
+@pytest.mark.builds
 def test_example_kernel_builds_for_sm89():
     from numba import int8, int32
 
@@ -27,6 +28,7 @@ def test_example_runs(capsys):
     assert "ok: one warp" in capsys.readouterr().out
 
 
+@pytest.mark.builds
 def test_wgmma_example_builds_for_sm90a():
     """The one-warpgroup example: four chained IGMMA on the tied accumulators,
     nothing spilled, nothing called."""

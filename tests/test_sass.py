@@ -7,6 +7,7 @@ from numgemm.kernel import argtypes, kernel_function
 from numgemm.sass import Build, build
 
 
+@pytest.mark.builds
 def test_build_reports_resources():
     cfg = registry.get("int8_ptx_mma_k32", "paper")
     b = build(kernel_function(cfg), argtypes(cfg), "sm_90", launch_bounds=(cfg.threads, 1))
@@ -38,6 +39,7 @@ def test_loops_come_from_backward_branches():
     assert "mma 1, ldmatrix 1, global loads 1" in loop.summary()
 
 
+@pytest.mark.builds
 def test_ptxas_losses_are_read_from_the_link_that_made_the_cubin():
     """A wgmma kernel whose routines are linked as calls (warp_wgmma.rules
     refuse it for this reason; built around them here): ptxas serialises its

@@ -5,6 +5,7 @@ import contextlib
 import pytest
 
 
+@pytest.mark.builds
 @pytest.mark.parametrize("out", ["", "f16"])
 def test_the_quick_front_end_makes_numbas_own_ir(out, monkeypatch):
     """split-K's sum kernel through Numba's front end with and without

@@ -131,6 +131,7 @@ def _winners():
     return list(dict.fromkeys(KernelConfig(**e["config"]) for e in json.loads(SHIPPED.read_text())["entries"]))
 
 
+@pytest.mark.builds
 @pytest.mark.parametrize("cfg", _winners(), ids=lambda c: c.name)
 def test_a_shipped_winner_builds_without_spills_or_calls(cfg):
     """Each winner builds for sm_90 (the kernel cache's, or built here),

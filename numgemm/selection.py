@@ -112,12 +112,17 @@ def shapes_of(args):
 
 def check_selection(args):
     """Refuse, before any GPU work, kernel names no chosen preset has, a
-    selection that leaves nothing to run, and shapes that are not MxNxK."""
+    selection that leaves nothing to run, shapes that are not MxNxK, and a
+    search for float16 C (the winners are timed with float32 C and serve
+    both: gemm(out_dtype=float16) rounds the same kernel's sums)."""
     from . import registry
 
     presets = registry.PRESETS if args.preset == "all" else (args.preset,)
     if args.diff or args.claims or args.linkage_cost:
         return
+    if getattr(args, "tune", False) and getattr(args, "out_dtype", "float32") != "float32":
+        raise UsageError(f"--tune searches with float32 C, and its winners serve float16 C too; "
+                         f"--out-dtype {args.out_dtype} is not searched (leave it out)")
     try:
         bad = any(len(s) != 3 or min(s) < 1 for s in shapes_of(args))
     except ValueError:                  # a size that is not an integer

@@ -13,7 +13,9 @@ line per (size, variant). The variants are built first, as many at a time
 as the machine has cores (--jobs N to change it). With --peers, the
 libraries of each variant's precision (numgemm.peers: cuBLAS fp16,
 cuBLASLt and Triton int8, those installed) are timed after them at each
-size, in the same run.
+size, in the same run, B in the first variant's layout. With --steady, every row (peers included) is timed
+in the bench's steady state (timing.Steady: warmed 200 ms, then the median
+of about 100 ms of launches) and prints its SM clock and J/GEMM.
 """
 
 import ast
@@ -28,7 +30,7 @@ from numgemm import operands, registry
 from numgemm.kernel import prebuild
 from numgemm.measure import operand_sets, timed
 from numgemm.peers import peer_runs
-from numgemm.timing import time_gpu
+from numgemm.timing import Steady, time_gpu, time_steady
 
 
 def variant(spec):
@@ -41,8 +43,8 @@ def variant(spec):
 
 
 def main(argv):
-    with_peers = "--peers" in argv
-    argv = [a for a in argv if a != "--peers"]
+    with_peers, steady = "--peers" in argv, Steady() if "--steady" in argv else None
+    argv = [a for a in argv if a not in ("--peers", "--steady")]
     jobs = os.cpu_count() or 1
     if "--jobs" in argv:
         at = argv.index("--jobs")
@@ -62,17 +64,22 @@ def main(argv):
                 host[p] = operand_sets(p, 1, (M, N, K), rng)
             if (p, cfg.b_layout) not in dev:
                 dev[p, cfg.b_layout] = [operands.to_device(p, cfg.b_layout, a, b) for a, b in host[p]]
-            measured, ok, _, _ = timed(p, cfg, (M, N, K), dev[p, cfg.b_layout], host[p], args, rng)
-            ms = measured.ms
+            measured, ok, _, _ = timed(p, cfg, (M, N, K), dev[p, cfg.b_layout], host[p], args, rng, steady=steady)
             shape = f"{M}x{N}x{K}" if (M, N) != (K, K) else str(K)
-            print(f"{shape:>5s} {name:22s} {fields:40s} {ms:.4f} ms {2 * M * N * K / ms / 1e9:8.1f} T(FL)OPS "
-                  f"{'ok' if ok else 'FAIL'}", flush=True)
+            print(f"{shape:>5s} {name:22s} {fields:40s} {row(measured, M * N * K, steady)} {'ok' if ok else 'FAIL'}",
+                  flush=True)
         for p in host if with_peers else ():
-            for name, run, check in peer_runs(p, M, N, K, 1, rng, len(host[p])):
-                ms, _ = time_gpu(run, repeats=20)
-                print(f"{shape:>5s} {name:63s} {ms:.4f} ms {2 * M * N * K / ms / 1e9:8.1f} T(FL)OPS "
-                      f"{'ok' if check() else 'FAIL'}", flush=True)
+            for name, run, check in peer_runs(p, M, N, K, 1, rng, len(host[p]), b_layout=variants[0][2].b_layout):
+                measured = time_steady(run, steady) if steady else SimpleNamespace(ms=time_gpu(run, repeats=20)[0])
+                print(f"{shape:>5s} {name:63s} {row(measured, M * N * K, steady)} {'ok' if check() else 'FAIL'}",
+                      flush=True)
     return 0
+
+
+def row(measured, mnk, steady):
+    """A timing's columns: ms and T(FL)OPS, and in steady state the SM clock and J/GEMM."""
+    text = f"{measured.ms:.4f} ms {2 * mnk / measured.ms / 1e9:8.1f} T(FL)OPS"
+    return text + (f" {measured.sm_mhz:5.0f} MHz {measured.joules:.4f} J" if steady else "")
 
 
 if __name__ == "__main__":

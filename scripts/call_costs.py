@@ -15,6 +15,7 @@ import time
 import torch
 
 import numgemm
+from numgemm.precision import PRECISIONS
 from numgemm import api, driver, frameworks
 
 
@@ -33,7 +34,7 @@ def host_us(call, n=2000):
 def main(argv):
     precision = argv[0] if argv else "fp16"
     M, N, K = map(int, argv[1:4]) if len(argv) >= 4 else (512, 512, 512)
-    if precision == "fp16":
+    if PRECISIONS[precision].kind == "float":
         a = torch.randn(M, K, device="cuda", dtype=torch.float16)
         b = torch.randn(N, K, device="cuda", dtype=torch.float16).t()
     else:
@@ -59,7 +60,7 @@ def main(argv):
         "Repeat._bind (C moved)": lambda: repeat._bind((*addresses[:2], c_at[next(binds) % 2]), handle),
         "Launch() alone": lambda: repeat.launch(handle),
         "torch.empty(C)": lambda: torch.empty((M, N), dtype=out.dtype, device=dev),
-        "torch.matmul(a, b)": lambda: torch.matmul(a, b) if precision == "fp16" else torch._int_mm(a, b),
+        "torch.matmul(a, b)": lambda: torch.matmul(a, b) if PRECISIONS[precision].kind == "float" else torch._int_mm(a, b),
         "gemm(a, b, out=)": lambda: numgemm.gemm(a, b, out=out),
         "gemm(a, b)": lambda: numgemm.gemm(a, b),
         "gemm(a at a new address, b)": lambda: numgemm.gemm(many[next(turn) % 3], b),

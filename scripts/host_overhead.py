@@ -20,6 +20,7 @@ import time
 import torch
 
 import numgemm
+from numgemm.precision import PRECISIONS
 
 SHAPES = [("fp16", 512, 512, 512), ("int8", 512, 512, 512), ("fp16", 1, 8192, 8192), ("fp16", 16, 8192, 8192),
           ("int8", 64, 8192, 8192), ("int8", 2048, 2048, 2048)]
@@ -43,7 +44,7 @@ def main():
           f"{'launch us':>10} {'torch us':>9} {'gemm/torch':>10} {'gemm()/torch':>12} {'f16/torch':>9} "
           f"{'new a/torch':>11}  kernel")
     for precision, M, N, K in SHAPES:
-        if precision == "fp16":
+        if PRECISIONS[precision].kind == "float":
             a = torch.randn(M, K, device="cuda", dtype=torch.float16)
             b = torch.randn(K, N, device="cuda", dtype=torch.float16)
             out = torch.empty(M, N, device="cuda", dtype=torch.float32)

@@ -39,6 +39,7 @@ def main(argv=None):
     import numgemm
     from numgemm import operands, registry, tuning
     from numgemm.kernel import prebuild
+    from numgemm.precision import PRECISIONS
     from numgemm.toolchain import target_name
 
     batch, M, N, K = map(int, args.shape.lower().split("x"))
@@ -63,7 +64,7 @@ def main(argv=None):
         if why:
             print(f"{label}: skipped: {why}")
             continue
-        k = K - 1 if cfg.precision == "int4" else K
+        k = K - 1 if PRECISIONS[cfg.precision].bits < 8 else K     # a K that the packing pads
         a, b, ref = operands.kernel_operands(cfg, batch, M, N, k, rng)
         out = operands.poisoned(cfg.precision, (batch, M, N), cfg.c_dtype)
         numgemm.gemm(a, b, precision=cfg.precision, kernel=cfg, preset=preset, out=out, k=k)

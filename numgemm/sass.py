@@ -30,10 +30,12 @@ _INSTR = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:\{\s*)?(?:@!?U?P\w+\s+)?([A-Z]
 _MANGLED = re.compile(r"_Z[\w$]+")
 _LABEL = re.compile(r"^\s*(\.L_x_\d+):")
 _BRANCH = re.compile(r"\bBRA\s+`\((\.L_x_\d+)\)")
-# One letter per instruction in a loop's shape: tensor-core mma, ldmatrix,
-# global -> shared copy or global load, barrier; "." for everything else.
-_SHAPE = (("HMMA", "M"), ("IMMA", "M"), ("LDSM", "L"), ("LDGSTS", "G"), ("LDGDEPBAR", "."), ("LDG", "G"),
-          ("BAR.SYNC", "B"))
+# One letter per instruction in a loop's shape: tensor-core mma (mma.sync or
+# wgmma), ldmatrix, global -> shared copy (cp.async, TMA) or global load,
+# barrier, mbarrier wait; "." for everything else.
+_SHAPE = (("HMMA", "M"), ("IMMA", "M"), ("HGMMA", "M"), ("IGMMA", "M"), ("QGMMA", "M"), ("LDSM", "L"),
+          ("LDGSTS", "G"), ("LDGDEPBAR", "."), ("LDG", "G"), ("UTMALDG", "G"), ("BAR.SYNC", "B"),
+          ("SYNCS.PHASECHK", "W"))
 
 
 # The class of an instruction, by its base opcode (uniform-datapath U* forms
@@ -68,9 +70,11 @@ def instruction_class(op):
 
 @dataclass
 class Loop:
-    """A loop of the SASS (a backward branch and its target): its opcodes."""
+    """A loop of the SASS (a backward branch and its target): its opcodes,
+    and where it starts and ends (indices of the function's instructions)."""
 
     ops: list
+    span: tuple = (0, 0)
 
     @cached_property
     def shape(self):
@@ -96,7 +100,7 @@ class Loop:
     def summary(self):
         shape = self.shape
         return (f"main loop: {len(self.ops)} instructions (mma {self.mmas}, ldmatrix {shape.count('L')}, "
-                f"global loads {shape.count('G')}, bar.sync {shape.count('B')}); "
+                f"global loads {shape.count('G')}, bar.sync {shape.count('B')}, mbarrier waits {shape.count('W')}); "
                 f"longest stretch without an mma: {self.longest_gap}")
 
 
@@ -163,15 +167,22 @@ class Build:
         loops = []
         for end, (_, line) in enumerate(lines):
             branch = _BRANCH.search(line)
-            if branch and labels.get(branch.group(1), end + 1) <= end:
-                loops.append(Loop([op for op, _ in lines[labels[branch.group(1)]:end + 1]]))
+            # An unconditional jump back is a wait's retry stub returning (ptxas puts an
+            # mbarrier wait's spin after the function's end), not a loop.
+            if branch and labels.get(branch.group(1), end + 1) <= end and "@" in line[:branch.start()]:
+                start = labels[branch.group(1)]
+                loops.append(Loop([op for op, _ in lines[start:end + 1]], (start, end)))
         return loops
 
     def main_loop(self):
-        """The loop with the most mma instructions (a GEMM's k loop), the
-        shortest of those; None without one."""
+        """A GEMM's k loop: of the loops with mma instructions and no such
+        loop inside them, the one with the most (a persistent kernel's tile
+        loop holds the k loop, and its first k-tile peeled, so it has more);
+        None without one."""
         loops = [lp for lp in self.loops if lp.mmas]
-        return min(loops, key=lambda lp: (-lp.mmas, len(lp.ops))) if loops else None
+        inner = [lp for lp in loops if not any(o is not lp and lp.span[0] <= o.span[0] and o.span[1] <= lp.span[1]
+                                               for o in loops)]
+        return min(inner, key=lambda lp: (-lp.mmas, len(lp.ops))) if inner else None
 
     def summary(self):
         return (f"{self.name} [{self.target}]: {self.registers} registers, "

@@ -39,6 +39,36 @@ def test_loops_come_from_backward_branches():
     assert "mma 1, ldmatrix 1, global loads 1" in loop.summary()
 
 
+def test_the_main_loop_is_the_innermost_with_mmas_and_a_wait_stub_is_no_loop():
+    """A persistent wgmma kernel: its tile loop holds the k loop and the
+    first k-tile peeled (more wgmmas than the k loop); an mbarrier wait's
+    retry stub after the function's end jumps back into the k loop
+    unconditionally."""
+    sass = """
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+.L_x_0:
+        /*0010*/                   HGMMA.64x256x16.F32 R24, gdesc[UR4], R24 ;
+.L_x_1:
+        /*0020*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R19+UR16], R7 ;
+        /*0030*/              @!P0 BRA `(.L_x_9) ;
+.L_x_2:
+        /*0040*/                   HGMMA.64x256x16.F32 R24, gdesc[UR4], R24 ;
+        /*0050*/                   UTMALDG.3D [UR8], [UR10] ;
+        /*0060*/              @P1 BRA `(.L_x_1) ;
+        /*0070*/                   HGMMA.64x256x16.F32 R24, gdesc[UR4], R24 ;
+        /*0080*/              @P2 BRA `(.L_x_0) ;
+        /*0090*/                   EXIT ;
+.L_x_9:
+        /*00a0*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R19+UR16], R7 ;
+        /*00b0*/              @!P0 BRA `(.L_x_9) ;
+        /*00c0*/                   BRA `(.L_x_2) ;
+"""
+    b = Build(name="k", target="sm_90a", cubin=b"", seconds=0.0, sass=sass, registers=1, shared_bytes=0,
+              local_bytes=0)
+    assert sorted(len(lp.ops) for lp in b.loops) == [2, 5, 8]    # the stub's spin, the k loop, the tile loop
+    assert b.main_loop().shape == "W.MG." and "mbarrier waits 1" in b.main_loop().summary()
+
+
 @pytest.mark.builds
 def test_ptxas_losses_are_read_from_the_link_that_made_the_cubin():
     """A wgmma kernel whose routines are linked as calls (warp_wgmma.rules

@@ -15,8 +15,8 @@ import time
 import torch
 
 import numgemm
-from numgemm.precision import PRECISIONS
 from numgemm import api, driver, frameworks
+from numgemm.precision import PRECISIONS
 
 
 def host_us(call, n=2000):
@@ -34,7 +34,8 @@ def host_us(call, n=2000):
 def main(argv):
     precision = argv[0] if argv else "fp16"
     M, N, K = map(int, argv[1:4]) if len(argv) >= 4 else (512, 512, 512)
-    if PRECISIONS[precision].kind == "float":
+    floating = PRECISIONS[precision].kind == "float"
+    if floating:
         a = torch.randn(M, K, device="cuda", dtype=torch.float16)
         b = torch.randn(N, K, device="cuda", dtype=torch.float16).t()
     else:
@@ -60,7 +61,7 @@ def main(argv):
         "Repeat._bind (C moved)": lambda: repeat._bind((*addresses[:2], c_at[next(binds) % 2]), handle),
         "Launch() alone": lambda: repeat.launch(handle),
         "torch.empty(C)": lambda: torch.empty((M, N), dtype=out.dtype, device=dev),
-        "torch.matmul(a, b)": lambda: torch.matmul(a, b) if PRECISIONS[precision].kind == "float" else torch._int_mm(a, b),
+        "torch.matmul(a, b)": lambda: torch.matmul(a, b) if floating else torch._int_mm(a, b),
         "gemm(a, b, out=)": lambda: numgemm.gemm(a, b, out=out),
         "gemm(a, b)": lambda: numgemm.gemm(a, b),
         "gemm(a at a new address, b)": lambda: numgemm.gemm(many[next(turn) % 3], b),

@@ -13,9 +13,10 @@ line per (size, variant). The variants are built first, as many at a time
 as the machine has cores (--jobs N to change it). With --peers, the
 libraries of each variant's precision (numgemm.peers: cuBLAS fp16,
 cuBLASLt and Triton int8, those installed) are timed after them at each
-size, in the same run, B in the first variant's layout. With --steady, every row (peers included) is timed
-in the bench's steady state (timing.Steady: warmed 200 ms, then the median
-of about 100 ms of launches) and prints its SM clock and J/GEMM.
+size, in the same run, B in the first variant's layout. With --steady,
+every row (peers included) is timed in the bench's steady state
+(timing.Steady: warmed 200 ms, then the median of about 100 ms of
+launches) and prints its SM clock and J/GEMM.
 """
 
 import ast

@@ -30,14 +30,6 @@ _INSTR = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:\{\s*)?(?:@!?U?P\w+\s+)?([A-Z]
 _MANGLED = re.compile(r"_Z[\w$]+")
 _LABEL = re.compile(r"^\s*(\.L_x_\d+):")
 _BRANCH = re.compile(r"\bBRA\s+`\((\.L_x_\d+)\)")
-# One letter per instruction in a loop's shape: tensor-core mma (mma.sync or
-# wgmma), ldmatrix, global -> shared copy (cp.async, TMA) or global load,
-# barrier, mbarrier wait; "." for everything else.
-_SHAPE = (("HMMA", "M"), ("IMMA", "M"), ("HGMMA", "M"), ("IGMMA", "M"), ("QGMMA", "M"), ("LDSM", "L"),
-          ("LDGSTS", "G"), ("LDGDEPBAR", "."), ("LDG", "G"), ("UTMALDG", "G"), ("BAR.SYNC", "B"),
-          ("SYNCS.PHASECHK", "W"))
-
-
 # The class of an instruction, by its base opcode (uniform-datapath U* forms
 # count with their vector forms): what --sass tabulates.
 CLASSES = {
@@ -57,6 +49,12 @@ CLASSES = {
                 "ACQBULK", "ELECT"),
 }
 _CLASS_OF = {op: c for c, ops in CLASSES.items() for op in ops}
+# One letter per instruction in a loop's shape: tensor-core mma (CLASSES'
+# tensor opcodes: mma.sync, wgmma), ldmatrix, global -> shared copy (cp.async,
+# TMA) or global load, barrier, mbarrier wait; "." for everything else.
+_SHAPE = tuple((op, "M") for op in CLASSES["tensor"]) + (
+    ("LDSM", "L"), ("LDGSTS", "G"), ("LDGDEPBAR", "."), ("LDG", "G"), ("UTMALDG", "G"), ("BAR.SYNC", "B"),
+    ("SYNCS.PHASECHK", "W"))
 
 
 def instruction_class(op):
@@ -74,7 +72,7 @@ class Loop:
     and where it starts and ends (indices of the function's instructions)."""
 
     ops: list
-    span: tuple = (0, 0)
+    span: tuple
 
     @cached_property
     def shape(self):

@@ -172,14 +172,19 @@ class Build:
                 loops.append(Loop([op for op, _ in lines[start:end + 1]], (start, end)))
         return loops
 
-    def main_loop(self):
-        """A GEMM's k loop: of the loops with mma instructions and no such
-        loop inside them, the one with the most (a persistent kernel's tile
-        loop holds the k loop, and its first k-tile peeled, so it has more);
-        None without one."""
+    @property
+    def k_loops(self):
+        """The loops with mma instructions and no such loop inside them (a
+        persistent kernel's tile loop holds its k loops)."""
         loops = [lp for lp in self.loops if lp.mmas]
-        inner = [lp for lp in loops if not any(o is not lp and lp.span[0] <= o.span[0] and o.span[1] <= lp.span[1]
-                                               for o in loops)]
+        return [lp for lp in loops if not any(o is not lp and lp.span[0] <= o.span[0] and o.span[1] <= lp.span[1]
+                                              for o in loops)]
+
+    def main_loop(self):
+        """A GEMM's k loop: of the k loops, the one with the most mma
+        instructions (a tile loop that peels the first k-tile has more
+        around it); None without one."""
+        inner = self.k_loops
         return min(inner, key=lambda lp: (-lp.mmas, len(lp.ops))) if inner else None
 
     def summary(self):

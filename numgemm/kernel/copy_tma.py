@@ -56,7 +56,8 @@ def ring(cfg, full_count=1):
     complete, with a producer an "empty" one that the consumer warps of every
     CTA of the cluster complete; full(bars, off): the full barrier of the stage
     at byte offset off; wait(bars, kt, off, ktiles): k-tile kt has landed there
-    (kt: its use of the ring, whose parity the barrier's phase follows);
+    (kt: its use of the ring, whose parity the barrier's phase follows), if
+    kt < ktiles (ktiles None: always);
     acquire(bars, kt, off): the stage is free for use kt; release(bars, off):
     this consumer warp has read it."""
     ptx = P.routines(cfg.linkage)
@@ -76,8 +77,10 @@ def ring(cfg, full_count=1):
     full = device(full)
 
     def wait(bars, kt, off, ktiles):
-        if kt < ktiles:
-            ptx.mbarrier_wait(full(bars, off), divmod32(kt, stages)[0] & u32(1))
+        if ktiles is not None:              # None: every use is waited for (Numba drops the test)
+            if kt >= ktiles:
+                return
+        ptx.mbarrier_wait(full(bars, off), divmod32(kt, stages)[0] & u32(1))
 
     def acquire(bars, kt, off):
         if kt >= stages:        # use u of the stage waits for the consumers' release of use u - 1
@@ -179,10 +182,11 @@ def routine(cfg):
 
     def fill(ctx, sbase, A, B, z, zb, m0, n0, tid, dims, g, off, k0, kb, ke):
         cs = setup(ctx, sbase, A, B, z, zb, m0, n0, tid, 0, dims)
-        for kt in range(kb, ke):
+        kt, end = i32(kb), i32(ke)
+        while kt < end:
             acquire(cs, g, off)
             issue(stage(cs, k0 + kt, off, False), -1)
-            g, off = g + 1, next_stage(off)
+            g, off, kt = u32(g + 1), next_stage(off), i32(kt + 1)
         return g, off
 
     return CopyRoutine(device(start), setup, stage, issue,

@@ -29,7 +29,7 @@ from numba import cuda
 
 from .. import primitives as P
 from ..tiles import SWIZZLE_BYTES
-from .regs import ACC, device, divmod32, generated, i32, u8
+from .regs import ACC, device, divmod32, generated, i32, u8, u32
 from .split_k import slices_sum
 
 
@@ -240,7 +240,11 @@ def _barrier(cfg):
 def _next_stage(sv):
     """next_stage(off): the byte offset of the stage after the one at off (a ring)."""
     stage_bytes, pipe_bytes = sv.stage_bytes, sv.stages * sv.stage_bytes
-    return device(lambda off: off + stage_bytes if off + stage_bytes < pipe_bytes else 0)
+
+    def next_stage(off):
+        nxt = u32(off + stage_bytes)        # 32 bits: Numba's sum is 64, and so would its compare be
+        return nxt if nxt < u32(pipe_bytes) else u32(0)
+    return device(next_stage)
 
 
 def _tile_of(cfg):

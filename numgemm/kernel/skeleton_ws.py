@@ -91,7 +91,7 @@ def kernel_function(cfg, warp_rt, copy_rt):
                 dims = (M, N, K, i32(KB - k0 * bkb), NB)
         # The ring's uses are counted across tiles (g): a stage's barrier
         # parities follow its uses, not a tile's k index.
-        g, off = 0, 0
+        g, off = u32(0), u32(0)
         tile = cuda.blockIdx.x
         whole, it0, it1 = tiles, 0, 0       # the tiles each computed whole; the cluster's stream-K run
         if stream:
@@ -102,7 +102,9 @@ def kernel_function(cfg, warp_rt, copy_rt):
         else:
             grow()
             cw = warp - producer_warps                  # the consumer's warp: rows 16 cw .. of the tile
-            a_rows = u32((cw >> 2) * a_rows_of)         # its warpgroup's 64 rows of A
+            # its warpgroup's 64 rows of A; lane 0's value, so that ptxas knows it
+            # is the warp's and keeps the descriptors in uniform registers
+            a_rows = u32(cuda.shfl_sync(0xFFFFFFFF, i32((cw >> 2) * a_rows_of), 0))
             Cout = C[1] if stream else C            # stream_k: C is (the workspace, C, its flags)
             # stagger: the first warpgroup's go after its first k-tiles, the second's wait for it
             go_at = min(stagger, ktiles) - 1 if stagger and cw < 4 else -1
@@ -172,7 +174,7 @@ def _produce(cfg, copy_rt, cluster_tile, run_of):
     bm, bn, widen, split, stream = cfg.bm, cfg.bn, cfg.widens_tile, cfg.split_k, cfg.stream_k
 
     def produce(ctx, sbase, A, B, za, zb, tid, dims, k0, ktiles, tile, step, whole, it0, it1, pairs_m, tiles_n):
-        g, off = 0, 0
+        g, off = u32(0), u32(0)
         if widen or tid == 0:
             while tile < whole and (not widen or split == 1 or ktiles > 0):
                 tm, tn = cluster_tile(tile, pairs_m, tiles_n)
@@ -202,15 +204,18 @@ def _consume(cfg, warp_rt, copy_rt):
     def consume(acc, ctx, sbase, A, B, z, zb, m0, n0, tid, lane, dims, a_rows, g, off, kb, ke, go_at):
         cs = setup(ctx, sbase, A, B, z, zb, m0, n0, tid, 0, dims)
         last = off
-        for kt in range(kb, ke):
-            wait(cs, g, off, g + 1)
-            compute(acc, sbase + u32(off) + a_rows, sbase + u32(off + tile_a))
-            if kt == go_at:
+        # 32-bit counters, each sum cast back: Numba widens integer arithmetic (and
+        # range()) to 64 bits, a dozen instructions more a k-tile
+        kt, first, end, go = i32(kb), i32(kb), i32(ke), i32(go_at)
+        while kt < end:
+            wait(cs, g, off, None)
+            compute(acc, sbase + off + a_rows, sbase + off + u32(tile_a))
+            if kt == go:
                 ptx.bar_arrive(u32(1), u32(256))
             wait_1()
-            if kt > kb and lane == 0:
+            if kt > first and lane == 0:
                 release(cs, last)           # k-tile kt - 1's wgmmas are done with it
-            last, g, off = off, g + 1, next_stage(off)
+            last, g, off, kt = off, u32(g + 1), next_stage(off), i32(kt + 1)
         wait_0()
         if lane == 0 and ((split == 1 and not stream) or ke > kb):
             release(cs, last)

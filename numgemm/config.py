@@ -253,20 +253,23 @@ class KernelConfig(TileGeometry):
         bound's). TMA: one producer thread issues copies (40). Widening: the
         producer's 128 threads hold load_sets register sets of a k-tile's s4
         of A and B (widen_in="stage": a piece's words and what they widen
-        to), 32 more for addresses; the consumers take the rest, in
-        multiples of 8, from the pool the launch bound gives the block."""
+        to), 32 more for addresses. The consumers take the rest, in multiples
+        of 8, of the pool the launch bound gives a block (min_blocks of them
+        an SM): setmaxnreg.inc waits for registers that the block's own
+        warps gave back, so asking more than the pool holds never returns."""
         if self.op != "wgmma":
             return None
-        if not self.widens_tile:
-            return 40, 232
-        entry = 65536 // self.threads // 8 * 8          # the launch bound's registers a thread
-        per_set = (self.bm + self.bn) * self.bk_bytes // self.producer_threads // 4
-        held = self.load_sets * per_set if self.widen_in == "registers" else 32     # staged: one piece's words
-        producer = -(-(held + 32) // 8) * 8
+        entry = min(65536 // (self.threads * self.min_blocks), 256) // 8 * 8    # the launch bound's a thread
+        if self.widens_tile:
+            per_set = (self.bm + self.bn) * self.bk_bytes // self.producer_threads // 4
+            held = self.load_sets * per_set if self.widen_in == "registers" else 32     # staged: one piece's words
+            producer, most = -(-(held + 32) // 8) * 8, 248
+        else:
+            producer, most = 40, 232
         if producer >= entry:           # setmaxnreg.dec cannot raise it
             return None
         consumer = (entry * self.threads - producer * self.producer_threads) // (self.threads - self.producer_threads)
-        return producer, min(consumer // 8 * 8, 248)
+        return producer, min(consumer // 8 * 8, most)
 
     @property
     def warp_tile(self):

@@ -262,12 +262,18 @@ def test_register_split_fills_the_launch_bounds_pool():
 
     assert registry.get("int8_wgmma").register_split == (40, 232)
     assert registry.get("int8_ptx_mma_k32").register_split is None
+    narrow = dict(bm=64, warps_m=4, persistent=False, even_waves=False)      # one consumer warpgroup
     for cfg in (registry.get("int4_wgmma_unpack_s8_ld"), registry.get("int4_wgmma_unpack_s8_ld_pw"),
-                registry.get("int4_wgmma_unpack_s8_ld_rs"), registry.get("int8_wgmma")):
+                registry.get("int4_wgmma_unpack_s8_ld_rs"), registry.get("int8_wgmma"),
+                registry.get("fp16_wgmma").replace(**narrow),
+                registry.get("fp16_wgmma").replace(**narrow, min_blocks=2),         # once asked for 232: a hang
+                registry.get("int8_wgmma").replace(**narrow, bn=128, min_blocks=2)):
         producer, consumer = cfg.register_split
-        entry = 65536 // cfg.threads // 8 * 8
-        assert producer % 8 == 0 == consumer % 8 and producer < entry <= consumer <= 248
+        entry = min(65536 // (cfg.threads * cfg.min_blocks), 256) // 8 * 8
+        assert producer % 8 == 0 == consumer % 8 and producer < entry and consumer <= 248
+        assert consumer >= min(entry, 232)
         assert producer * cfg.producer_threads + consumer * (cfg.threads - cfg.producer_threads) <= entry * cfg.threads
+    assert registry.get("fp16_wgmma").replace(**narrow, min_blocks=2).register_split == (40, 216)
     wide = registry.get("int4_wgmma_unpack_s8_ld")
     assert wide.register_split == (128, 184)            # two sets of 48 registers a thread, 32 beside
     assert wide.replace(load_sets=1).register_split == (80, 208)

@@ -110,7 +110,7 @@ def _check_dtype(x, name, prec):
         raise TypeError(f"{name} must be a NumPy array or have __cuda_array_interface__ (a GPU array of torch, "
                         f"CuPy or Numba); got {type(x).__name__}" + (" on the CPU" if fw else ""))
     dtype = dtype_name(x)
-    allowed = [np.dtype(prec.host_dtype).name]
+    allowed = [np.dtype(prec.host_dtype).name, *prec.dtype_aliases]
     if prec.b_units is not None and name == "b":
         allowed.append(np.dtype(prec.b_units).name)     # K x N in 16-bit units (pack_int4_kn)
     if dtype not in allowed:

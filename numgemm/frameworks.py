@@ -100,8 +100,11 @@ def numba_view(x):
 
     if isinstance(x, DeviceNDArray):
         return x
-    if kind(x) == "torch" and x.requires_grad:      # a Parameter: the same memory, without autograd
-        x = x.detach()
+    if kind(x) == "torch":
+        if x.requires_grad:                         # a Parameter: the same memory, without autograd
+            x = x.detach()
+        if x.dtype == sys.modules["torch"].bfloat16:    # the interface has no bfloat16: its bit patterns
+            x = x.view(sys.modules["torch"].int16)
     return cuda.as_cuda_array(x, sync=False)
 
 

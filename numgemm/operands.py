@@ -1,12 +1,13 @@
 """Operands, references, poisoned outputs and comparisons: how numgemm checks
 a kernel. The bench, the tests and the peers all draw and compare here.
 
-Values are drawn fresh (never zeros): FP16 standard normal, INT8 in
-[-128, 128), INT4 in [-8, 8). B's values are kept as K x N for FP16 and
-as bt, N x K, for the integer precisions (their kernels take B transposed);
-in_layout() turns them into what a kernel of a given B layout takes (INT4
-packed). Integers are compared exactly with an int64 reference, FP16 by
-relative Frobenius error against float64 (Precision.tolerance); outputs are
+Values are drawn fresh (never zeros): the floats standard normal (BF16 as
+its bit patterns, Precision.encode), INT8 in [-128, 128), INT4 in [-8, 8).
+B's values are kept as K x N for the floats and as bt, N x K, for the
+integer precisions (their kernels take B transposed); in_layout() turns
+them into what a kernel of a given B layout takes (INT4 packed). Integers
+are compared exactly with an int64 reference, the floats by relative
+Frobenius error against float64 (Precision.tolerance); outputs are
 poisoned first (Precision.poison) so that an element never written fails.
 """
 
@@ -17,20 +18,19 @@ from .quant import pack_int4, pack_int4_kn, unpack_int4, unpack_int4_kn
 
 
 def values(precision, batch, M, N, K, rng):
-    """(a, b): a (batch, M, K); b (batch, K, N) for fp16, bt (batch, N, K) for int8 / int4."""
+    """(a, b): a (batch, M, K); b (batch, K, N) for the floats, bt (batch, N, K) for the integers."""
     prec = PRECISIONS[precision]
     if not prec.exact:
-        a = rng.standard_normal((batch, M, K), dtype=np.float32).astype(prec.host_dtype)
-        return a, rng.standard_normal((batch, K, N), dtype=np.float32).astype(prec.host_dtype)
+        a = prec.encode(rng.standard_normal((batch, M, K), dtype=np.float32))
+        return a, prec.encode(rng.standard_normal((batch, K, N), dtype=np.float32))
     lo, hi = prec.values
     return rng.integers(lo, hi, (batch, M, K), dtype=np.int8), rng.integers(lo, hi, (batch, N, K), dtype=np.int8)
 
 
 def expected(precision, a, b):
-    """The exact product of values(): float64 for fp16, int64 for the integers."""
-    if not PRECISIONS[precision].exact:
-        return a.astype(np.float64) @ b.astype(np.float64)
-    return a.astype(np.int64) @ np.swapaxes(b, -1, -2).astype(np.int64)
+    """The exact product of values(): float64 for the floats, int64 for the integers."""
+    prec = PRECISIONS[precision]
+    return prec.decode(a) @ prec.decode(b if not prec.exact else np.swapaxes(b, -1, -2))
 
 
 def in_layout(precision, layout, a, b):
@@ -77,7 +77,7 @@ def poisoned(precision, shape, dtype=None):
 
 def mismatch(got, ref, precision, acc=""):
     """Why got differs from the reference beyond the precision's tolerance, or
-    None where it matches: integers entry for entry, FP16 by relative error."""
+    None where it matches: integers entry for entry, the floats by relative error."""
     prec = PRECISIONS[precision]
     got = np.asarray(got)
     if prec.exact:
@@ -86,7 +86,7 @@ def mismatch(got, ref, precision, acc=""):
             i = tuple(int(x) for x in np.unravel_index(bad[0], ref.shape))
             return f"{bad.size} of {ref.size} entries differ; first at {i}: {got[i]} != {ref[i]}"
         return None
-    got = got.astype(np.float64)
+    got = prec.decode(got)
     if not np.all(np.isfinite(got)):
         return f"{np.count_nonzero(~np.isfinite(got))} entries are not finite (unwritten or overflowed)"
     err = np.linalg.norm(got - ref) / max(np.linalg.norm(ref), np.finfo(np.float64).tiny)
@@ -102,9 +102,9 @@ def sample_expected(a, b, precision, rng, shape, count=256):
     """(index, exact dot products) of count random entries of a product of
     values() (a (batch, M, K); b as values() returns it) of the given output shape."""
     z, i, j = (rng.integers(0, n, count) for n in shape)
-    rb = b[z, j, :] if PRECISIONS[precision].exact else b[z, :, j]
-    wide = np.int64 if PRECISIONS[precision].exact else np.float64
-    return (z, i, j), np.einsum("sk,sk->s", a[z, i, :].astype(wide), rb.astype(wide))
+    prec = PRECISIONS[precision]
+    rb = b[z, j, :] if prec.exact else b[z, :, j]
+    return (z, i, j), np.einsum("sk,sk->s", prec.decode(a[z, i, :]), prec.decode(rb))
 
 
 def sample_matches(out, a, b, precision, rng, acc="", count=256):
@@ -116,7 +116,7 @@ def sample_matches(out, a, b, precision, rng, acc="", count=256):
 def reference(a, b, precision, b_layout="kn", k=None):
     """The exact product of operands as gemm() takes them.
 
-    Integers in int64 (exact), fp16 in float64. a is (..., M, K); b is
+    Integers in int64 (exact), the floats in float64. a is (..., M, K); b is
     (..., K, N) for b_layout 'kn' or (..., N, K) for 'nk'. INT4 operands come
     packed: a (..., M, K/2); b (..., N, K/2) for 'nk', or pack_int4_kn's
     (..., K/4, N) uint16 units for 'kn'.
@@ -130,5 +130,4 @@ def reference(a, b, precision, b_layout="kn", k=None):
         a = unpack_int4(a, k)
         if not units:
             b_nk = unpack_int4(b_nk, k)
-    wide = np.int64 if prec.exact else np.float64
-    return np.asarray(a).astype(wide) @ np.swapaxes(b_nk.astype(wide), -1, -2)
+    return prec.decode(a) @ np.swapaxes(prec.decode(b_nk), -1, -2)

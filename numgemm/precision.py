@@ -45,6 +45,35 @@ class Precision:
     dtype_names: bool = True  # whether its host dtype names it (INT4's packed uint8 does not)
     wmma_regs: tuple = ()     # the WMMA fragments: uint32 per thread of A and of B, accumulators per thread
     wmma_b_layouts: tuple = ("nk",)  # the layouts of B its WMMA fragments load
+    encoding: str = ""        # the format whose bit patterns its host arrays hold (BF16: "bfloat16" in uint16)
+    tuned_as: str = ""        # the precision whose tuned winners its kernels take until it has its own (BF16: FP16)
+
+    @property
+    def dtype_aliases(self):
+        """The dtype names that name it beside its host dtype's: torch's and
+        ml_dtypes' bfloat16 for BF16, whose arrays numgemm reads as their bits."""
+        return (self.encoding,) if self.encoding else ()
+
+    def encode(self, x):
+        """Float values as the host arrays gemm() takes: cast, or (an
+        encoding) the bit patterns of the values rounded to nearest, ties to
+        even (bfloat16: the top 16 bits of float32; NaN stays NaN)."""
+        if not self.encoding:
+            return np.asarray(x).astype(self.host_dtype)
+        u = np.asarray(x, dtype=np.float32).view(np.uint32)
+        rounded = ((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype(np.uint16)
+        return np.where(np.isnan(np.asarray(x, dtype=np.float32)), np.uint16(0x7FC0), rounded)
+
+    def decode(self, a):
+        """Host operands (or C) as the wide values references sum: int64 for
+        the integers, float64 for the floats (an encoding's bit patterns
+        read as its values)."""
+        a = np.asarray(a)
+        if self.exact:
+            return a.astype(np.int64)
+        if self.encoding and a.dtype == np.uint16:
+            return (a.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
+        return a.astype(np.float64)
 
     def kbytes(self, k):
         """Bytes that k elements take in a row (INT4: two per byte)."""
@@ -86,8 +115,8 @@ class Precision:
 
     def tolerance(self, acc=""):
         """Relative Frobenius error a result may have against the float64
-        reference: 0 for integers; FP16 with f32 accumulation 1e-3, with f16
-        accumulation (rounded at every step) 2e-2."""
+        reference of its operands: 0 for integers; 16-bit floats with f32
+        accumulation 1e-3, with f16 accumulation (rounded at every step) 2e-2."""
         if self.exact:
             return 0.0
         return 2e-2 if acc == "f16" else 1e-3
@@ -131,6 +160,14 @@ PRECISIONS = {
                       sass_wgmma="HGMMA.{m}x{n}x{k}.F32", narrow_out=np.float16, b_layouts=("kn", "nk"),
                       wgmma_ns=(32, 64, 128, 256), wgmma_kn_ns=(192, 320), library="cublas", wmma_regs=(8, 8, 8),
                       wmma_b_layouts=("nk", "kn")),
+    # BF16: FP16's instructions with bf16 operands (ptx_asm/*_bf16.ptx are FP16's routines twinned);
+    # host arrays hold its bit patterns as uint16 (NumPy has no bfloat16; torch's and ml_dtypes' are read so).
+    "bf16": Precision("bf16", "float", 16, "f32", (16, 8), {"f32": "bf16_f32"}, (16, 16, 16), "bf16",
+                      "HMMA.16816.F32.BF16", np.uint16, np.float32, (), "mma_m16n8k16_bf16_f32",
+                      "wgmma_m64n256k16_f32_bf16_bf16", sass_mma="HMMA.{m}{n}{k}.{acc}.BF16",
+                      sass_wgmma="HGMMA.{m}x{n}x{k}.F32.BF16", b_layouts=("kn", "nk"),
+                      wgmma_ns=(32, 64, 128, 256), wgmma_kn_ns=(192, 320), library="cublas", dtype_names=False,
+                      wmma_regs=(4, 4, 8), wmma_b_layouts=("nk", "kn"), encoding="bfloat16", tuned_as="fp16"),
     "int8": Precision("int8", "integer", 8, "s32", (32, 16), {"s32": "s8_s32"}, (16, 16, 16), "s8",
                       "IMMA.16816.S8.S8", np.int8, np.int32, (-128, 128), "mma_m16n8k32_s8_s32",
                       "wgmma_m64n256k32_s32_s8_s8", sass_mma="IMMA.{m}{n}{k}.S8.S8",
@@ -142,5 +179,7 @@ PRECISIONS = {
                       library="cublaslt", dtype_names=False, wmma_regs=(1, 1, 2)),
 }
 
-#: The precisions whose dtype names them: a's dtype -> precision (INT4's packed uint8 names none).
-BY_DTYPE = {np.dtype(p.host_dtype).name: p.name for p in PRECISIONS.values() if p.dtype_names}
+#: The precisions whose dtype names them: a's dtype -> precision (INT4's packed uint8 names none,
+#: nor BF16's uint16 bits; torch's and ml_dtypes' bfloat16 name BF16).
+BY_DTYPE = {**{np.dtype(p.host_dtype).name: p.name for p in PRECISIONS.values() if p.dtype_names},
+            **{alias: p.name for p in PRECISIONS.values() for alias in p.dtype_aliases}}

@@ -21,7 +21,8 @@ from . import api
 from .precision import PRECISIONS
 
 #: torch's dtypes of the precisions a dtype names, and each precision's C
-_PRECISION = {getattr(torch, np.dtype(p.host_dtype).name): p.name for p in PRECISIONS.values() if p.dtype_names}
+_PRECISION = {getattr(torch, name): p.name for p in PRECISIONS.values()
+              for name in ((np.dtype(p.host_dtype).name,) if p.dtype_names else ()) + p.dtype_aliases}
 _C_DTYPE = {p.name: getattr(torch, np.dtype(p.out_dtype).name) for p in PRECISIONS.values()}
 
 

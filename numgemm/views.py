@@ -13,6 +13,8 @@ from .precision import PRECISIONS
 
 def device(x, name):
     if isinstance(x, np.ndarray):
+        if x.dtype.name == "bfloat16":      # ml_dtypes' (Numba has no such type): its bit patterns
+            x = x.view(np.uint16)
         # A transposed (Fortran-order) array keeps its layout on the device.
         if x.flags.c_contiguous:
             return cuda.to_device(x)

@@ -274,3 +274,36 @@ def test_maps_of_new_addresses_are_written_on_the_calls_stream(rng):
     for i, (_, c) in enumerate(results):
         why = call.check(c.cpu().numpy().reshape(1, 200, 144))
         assert why is None, f"call {i}: {why}"
+
+
+@pytest.mark.gpu
+def test_bf16_comes_as_torch_bfloat16_as_bits_or_as_ml_dtypes(rng):
+    """BF16 operands: torch.bfloat16 tensors (an nn.Linear weight as w.t()),
+    NumPy uint16 bit patterns with precision="bf16" (uint16 alone names no
+    precision), ml_dtypes' bfloat16 where installed; C in float32, against
+    the float64 product of the operands' values."""
+    import numgemm
+    from numgemm import operands
+    from numgemm.precision import PRECISIONS
+
+    bf16 = PRECISIONS["bf16"]
+    a = bf16.encode(rng.standard_normal((300, 136), dtype=np.float32))
+    w = bf16.encode(rng.standard_normal((520, 136), dtype=np.float32))     # N x K
+    ref = bf16.decode(a) @ bf16.decode(w).T
+    c = numgemm.gemm(a, np.ascontiguousarray(w.T), precision="bf16")
+    assert c.dtype == np.float32 and operands.matches(c, ref, "bf16")
+    with pytest.raises(TypeError, match="cannot infer the precision from dtype uint16"):
+        numgemm.gemm(a, np.ascontiguousarray(w.T))
+    try:
+        import ml_dtypes
+    except ImportError:
+        ml_dtypes = None
+    if ml_dtypes is not None:
+        assert operands.matches(numgemm.gemm(a.view(ml_dtypes.bfloat16), w.view(ml_dtypes.bfloat16).T), ref, "bf16")
+    torch = pytest.importorskip("torch")
+    ta = torch.from_numpy(a.view(np.int16)).view(torch.bfloat16).cuda()
+    tw = torch.from_numpy(w.view(np.int16)).view(torch.bfloat16).cuda()
+    tc = numgemm.gemm(ta, tw.t())
+    assert isinstance(tc, torch.Tensor) and tc.dtype == torch.float32
+    assert operands.matches(tc.cpu().numpy(), ref, "bf16")
+    assert operands.matches((ta.float() @ tw.float().t()).cpu().numpy(), ref, "bf16")     # the reference's values

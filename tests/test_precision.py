@@ -12,7 +12,8 @@ from numgemm.precision import BY_DTYPE, PRECISIONS
 
 def test_the_facts_that_derive_from_the_data():
     fp16, int8, int4 = (PRECISIONS[n] for n in ("fp16", "int8", "int4"))
-    assert BY_DTYPE == {"float16": "fp16", "int8": "int8"}          # packed uint8 names no precision
+    # packed uint8 names no precision, nor BF16's bits; bfloat16 (torch's, ml_dtypes') names BF16
+    assert BY_DTYPE == {"float16": "fp16", "int8": "int8", "bfloat16": "bf16"}
     assert (fp16.exact, int8.exact, int4.exact) == (False, True, True)
     assert int4.packed and not int8.packed and int4.wide is int8 and int8.wide is int8
     assert fp16.out_dtypes == (np.dtype(np.float32), np.dtype(np.float16)) and int8.out_dtypes == (np.dtype(np.int32),)
@@ -31,3 +32,22 @@ def test_no_module_tests_a_precision_by_its_name():
              for path in sorted(Path(numgemm.__file__).parent.rglob("*.py")) if path.name != "precision.py"
              for i, line in enumerate(path.read_text().splitlines(), 1) if test.search(line)]
     assert not found, "\n".join(found)
+
+
+def test_bf16_is_fp16_with_bfloat16_bits():
+    """BF16: FP16's shapes and layouts, f32 accumulation only, host arrays of
+    bfloat16 bit patterns rounded to nearest even (NaN kept), decoded
+    exactly for the references; its SASS carries .BF16."""
+    fp16, bf16 = PRECISIONS["fp16"], PRECISIONS["bf16"]
+    assert (bf16.mma_ks, bf16.wmma, bf16.b_layouts, bf16.wgmma_ns) == (fp16.mma_ks, fp16.wmma, fp16.b_layouts,
+                                                                      fp16.wgmma_ns)
+    assert list(bf16.mma_types) == ["f32"] and bf16.out_dtypes == (np.dtype(np.float32),)
+    assert bf16.mma_sass(16, 8, 16) == "HMMA.16816.F32.BF16" and bf16.wgmma_sass(64, 128, 16) == "HGMMA.64x128x16.F32.BF16"
+    x = np.array([1.0, 1 + 2**-8, 1 + 3 * 2**-8, -2.5, 3.0e38, np.nan, 2.0**-130], np.float32)
+    bits = bf16.encode(x)
+    assert bits.dtype == np.uint16
+    assert list(bits[:5]) == [0x3F80, 0x3F80, 0x3F82, 0xC020, 0x7F62]       # ties to even; no overflow
+    assert bits[5] == 0x7FC0 and bf16.decode(bits[6:])[0] == 2.0**-130       # NaN; a subnormal kept
+    assert np.array_equal(bf16.decode(bits[:5]), [1.0, 1.0, 1.015625, -2.5, np.uint32(0x7F620000).view(np.float32)])
+    assert np.array_equal(bf16.decode(bf16.encode(bf16.decode(bits))), bf16.decode(bits), equal_nan=True)
+    assert bf16.decode(np.float32([1.5])).dtype == np.float64 and fp16.encode([1.5]).dtype == np.float16

@@ -30,9 +30,10 @@ def gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, out_dty
     """C = A @ B.
 
     a: (M, K) or (batch, M, K); b: (K, N) or (batch, K, N), or (K, N) shared by
-    every batch. precision: "fp16" (float16 in, float32 out), "int8" (int8 in,
-    int32 out) or "int4" (packed uint8 in, int32 out); inferred from a's dtype
-    except for int4. kernel: a registered name (numgemm.registry), a
+    every batch. precision: "fp16" (float16 in, float32 out), "bf16"
+    (bfloat16 of torch or ml_dtypes, or uint16 bit patterns, in; float32
+    out), "int8" (int8 in, int32 out) or "int4" (packed uint8 in, int32 out);
+    inferred from a's dtype except for int4 and bf16's bits. kernel: a registered name (numgemm.registry), a
     KernelConfig, or None for the preset's default. out: optional output of
     shape (batch, M, N) / (M, N). out_dtype: C's dtype; FP16 may have float16
     (the f32 sums rounded to half as they are stored, as torch.matmul returns

@@ -1,6 +1,7 @@
 """Library GEMMs timed beside numgemm's kernels, when installed: cuBLAS fp16
-through PyTorch (or CuPy), C as float16 and (torch.mm's out_dtype, where
-there is one) as float32, the C numgemm's FP16 kernels store by default;
+and bf16 through PyTorch (fp16 also through CuPy), C in the operands' dtype
+and (torch.mm's out_dtype, where there is one) as float32, the C numgemm's
+16-bit float kernels store by default;
 cuBLASLt int8 through torch._int_mm with B column-major (its fast layout),
 and Triton's int8 (numgemm.peers_triton). All are optional; a missing one is
 skipped."""
@@ -54,33 +55,33 @@ def peer_runs(precision, M, N, K, batch, rng, sets=1, b_layout=None):
     library = PRECISIONS[precision].wide
     if library.library == "cublas":
         host = [values(precision, batch, M, N, K, rng) for _ in range(sets)]
+        tensor = functools.partial(_tensor, torch, library)
         if torch is not None and b_layout == "nk":      # an nn.Linear weight, N x K rows
             weights = [np.ascontiguousarray(np.swapaxes(b, -1, -2)) for _, b in host]
-            ops = _Sets(host, [(torch.from_numpy(a).cuda(), torch.from_numpy(w).cuda())
-                               for (a, _), w in zip(host, weights)])
+            ops = _Sets(host, [(tensor(a), tensor(w)) for (a, _), w in zip(host, weights)])
             out = {}
 
             def run_linear(i):
                 x, w = ops.pick(i)
                 out["c"] = torch.matmul(x, w.transpose(-1, -2))
-            return [("cublas_fp16 B N x K (torch, as F.linear)", run_linear,
+            return [(f"cublas_{precision} B N x K (torch, as F.linear)", run_linear,
                      lambda: _ok(out["c"].float().cpu().numpy(), *ops.last_host, precision))]
         if torch is not None:
-            ops = _Sets(host, [(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()) for a, b in host])
+            ops = _Sets(host, [(tensor(a), tensor(b)) for a, b in host])
             out = {}
 
             def run(i):
                 out["c"] = torch.matmul(*ops.pick(i))
-            peers = [("cublas_fp16 (torch)", run,
+            peers = [(f"cublas_{precision} (torch)", run,
                       lambda: _ok(out["c"].float().cpu().numpy(), *ops.last_host, precision))]
             if batch == 1 and _mm_f32_out(torch):
                 def run_f32(i):         # C as numgemm's FP16 kernels store it by default
                     ta, tb = ops.pick(i)
                     out["c"] = torch.mm(ta[0], tb[0], out_dtype=torch.float32)
-                peers.append(("cublas_fp16 f32 C (torch.mm out_dtype)", run_f32,
+                peers.append((f"cublas_{precision} f32 C (torch.mm out_dtype)", run_f32,
                               lambda: _ok(out["c"].cpu().numpy()[None], *ops.last_host, precision)))
             return peers
-        cupy = _cupy()
+        cupy = _cupy() if not library.encoding else None        # (CuPy has no bfloat16)
         if cupy is not None:
             ops = _Sets(host, [(cupy.asarray(a), cupy.asarray(b)) for a, b in host])
             out = {}
@@ -112,6 +113,14 @@ def peer_runs(precision, M, N, K, batch, rng, sets=1, b_layout=None):
                 triton.int8_mm(ta[z], tb[z], tc[z])
         peers.append((triton.NAME, run_triton, lambda: _ok(tc.cpu().numpy(), *ops.last_host, library.name)))
     return peers
+
+
+def _tensor(torch, prec, x):
+    """A host operand as a CUDA tensor of prec's dtype (an encoding's bit
+    patterns viewed as torch's type of that name: BF16's as bfloat16)."""
+    if not prec.encoding:
+        return torch.from_numpy(x).cuda()
+    return torch.from_numpy(x.view(np.int16)).view(getattr(torch, prec.encoding)).cuda()
 
 
 class _Sets:

@@ -36,9 +36,11 @@ def _families(preset):
     tiling, tiling4 = (_PAPER, _PAPER) if paper else (_TUNED, _TUNED_INT4)
     # BK: one mma's k in the study; 128 bytes of K per stage when tuned.
     fp16 = KernelConfig("fp16", b_layout="kn", bk=16 if paper else 64, **tiling)
+    bf16 = fp16.replace(precision="bf16")
     int8 = KernelConfig("int8", mma_k=32, bk=32 if paper else 128, **tiling)
     if not paper:   # swizzled tiles; no select per copy; unchecked interior blocks (see above)
         fp16 = fp16.replace(swizzle=True, zfill_src="any", interior_loop=True)
+        bf16 = bf16.replace(swizzle=True, zfill_src="any", interior_loop=True)
         int8 = int8.replace(swizzle=True, interior_loop=True, copy_parts=1)
     int4 = KernelConfig("int4", mma_k=64, bk=64 if paper else 256, **tiling4)
     manual = dict(a_ldmatrix=0, b_ldmatrix=0)      # ld.shared + packing instead of ldmatrix
@@ -50,6 +52,12 @@ def _families(preset):
             "fp16_ptx_fp16acc": fp16.replace(acc="f16"),
             "fp16_ptx_3stage": fp16.replace(stages=3),
             "fp16_ptx_manual_pack": fp16.replace(**manual),
+        },
+        # BF16: FP16's kernels with bf16 operands (f32 accumulation only).
+        "bf16": {
+            "bf16_wmma": bf16.replace(op="wmma", swizzle=False),
+            "bf16_ptx_mma": bf16,
+            "bf16_ptx_k8": bf16.replace(mma_k=8),
         },
         "int8": {
             # Tuned, WMMA keeps its copies in two parts and one checked loop (see above).
@@ -82,11 +90,11 @@ def _families(preset):
         "int4_k64_ablation": _ablations("int4_ptx_mma_k64", int4),
     }
     if not paper:
-        _add_tuned(families, fp16, int8, int4)
+        _add_tuned(families, fp16, bf16, int8, int4)
     return families
 
 
-def _add_tuned(families, fp16, int8, int4):
+def _add_tuned(families, fp16, bf16, int8, int4):
     """The tuned preset's kernels beyond the study's families: padded tiles,
     TMA copies, the wgmma family and its swap and INT4 forms, the skinny
     16-row tilings; each from its precision's tuned base."""
@@ -103,6 +111,7 @@ def _add_tuned(families, fp16, int8, int4):
     # sm_90: the TMA unit copies each operand's k-tile (one thread issues it,
     # an mbarrier per stage counts its bytes), into 128-byte swizzled rows.
     families["fp16"]["fp16_ptx_tma"] = fp16.replace(copy="tma")
+    families["bf16"]["bf16_ptx_tma"] = bf16.replace(copy="tma")
     families["int8"]["int8_ptx_tma"] = int8.replace(copy="tma")
     families["int4"]["int4_ptx_unpack_s8_tma"] = int4.replace(unpack="scaled", copy="tma")
     # sm_90a: wgmma, the warpgroup's instruction, in a warp-specialised block: a
@@ -113,7 +122,7 @@ def _add_tuned(families, fp16, int8, int4):
     # (stage_c). _cl1: each CTA loads all of B.
     wgmma = dict(op="wgmma", bm=128, bn=256, warps_m=8, warps_n=1, copy="tma", copy_parts=1,
                  cluster=2, persistent=True, even_waves=True, stage_c=True)
-    for prec, base in (("fp16", fp16), ("int8", int8)):
+    for prec, base in (("fp16", fp16), ("bf16", bf16), ("int8", int8)):
         families[prec][f"{prec}_wgmma"] = base.replace(**wgmma)
         families[prec][f"{prec}_wgmma_cl1"] = base.replace(**wgmma).replace(cluster=1)
     # Where M <= 16: C^T = B A^T in tiles 16 columns wide (m64n16k32), B's rows streamed by TMA
@@ -147,6 +156,7 @@ def _add_tuned(families, fp16, int8, int4):
     families["int4"]["int4_wgmma_unpack_s8_ld_rs"] = ld.replace(bn=128)
     families["int8"]["int8_ptx_mma_k32_m16"] = int8.replace(bk=512, stages=4, warps_n=4, warps_k=2, **skinny)
     families["fp16"]["fp16_ptx_mma_m16"] = fp16.replace(bk=256, stages=4, warps_n=4, warps_k=2, **skinny)
+    families["bf16"]["bf16_ptx_mma_m16"] = bf16.replace(bk=256, stages=4, warps_n=4, warps_k=2, **skinny)
     families["int4"]["int4_ptx_unpack_s8_m16"] = int4.replace(bk=512, stages=4, unpack="scaled",
                                                               warps_n=8, warps_k=1, **skinny)
 
@@ -219,7 +229,7 @@ def default(precision, b_layout, preset="tuned", cc=None, m=None, k=None):
         if k is not None and REGISTRY[preset][name].max_k is not None and k > REGISTRY[preset][name].max_k:
             return REGISTRY[preset][f"{name}_exact"]
     else:
-        name = {"fp16": "fp16_ptx_mma", "int8": "int8_ptx_mma_k32", "int4": "int4_ptx_mma_k64"}[precision]
+        name = CHOICES[precision][0]
     if m is not None and m <= 16 and f"{name}_m16" in REGISTRY[preset]:
         name += "_m16"
     elif cc is not None and tuple(cc) >= (9, 0) and f"{precision}_wgmma" in REGISTRY[preset] \
@@ -256,6 +266,7 @@ def layout_twin(cfg, b_layout):
 #: of numgemm.tuning): the block-tile kernel, its TMA twin, the small-M tiling, wgmma.
 CHOICES = {
     "fp16": ("fp16_ptx_mma", "fp16_ptx_tma", "fp16_ptx_mma_m16", "fp16_wgmma", "fp16_wgmma_cl1"),
+    "bf16": ("bf16_ptx_mma", "bf16_ptx_tma", "bf16_ptx_mma_m16", "bf16_wgmma", "bf16_wgmma_cl1"),
     "int8": ("int8_ptx_mma_k32", "int8_ptx_tma", "int8_ptx_mma_k32_m16", "int8_wgmma", "int8_wgmma_cl1"),
     "int4": ("int4_ptx_mma_k64", "int4_ptx_unpack_s8", "int4_ptx_unpack_s8_tma", "int4_ptx_unpack_s8_m16",
              "int4_wgmma_unpack_s8", "int4_wgmma_unpack_s8_ld"),

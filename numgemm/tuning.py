@@ -20,6 +20,7 @@ from pathlib import Path
 
 from . import registry
 from .config import KernelConfig
+from .precision import PRECISIONS
 from .toolchain import target_name
 
 log = logging.getLogger("numgemm")
@@ -87,6 +88,11 @@ def choose(precision, b_layout, M, N, K, cc, preset="tuned"):
         path, entries = _entries(arch, str(winners_files(arch)[0])).get((precision, b_layout, m_class(M)), (None, ()))
         if not entries:                 # none searched in this layout: the other layout's, as twins (FP16)
             path, entries = _layout_twins(arch, precision, b_layout, m_class(M))
+        twin_of = PRECISIONS[precision].tuned_as
+        if not entries and twin_of:     # none searched: its twin precision's, with its operands (BF16: FP16's)
+            path, entries = _entries(arch, str(winners_files(arch)[0])).get((twin_of, b_layout, m_class(M)), (None, ()))
+            entries = [(m, n, k, c.replace(precision=precision), f"{name} in {precision}")
+                       for m, n, k, c, name in entries]
         near = sorted(entries, key=lambda e: sum(math.log2(x / y) ** 2 for x, y in zip((M, N, K), e)))
         for m, n, k, c, name in near:
             c = _exact_for(c, K)

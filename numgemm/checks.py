@@ -76,8 +76,11 @@ def _c_dtype(prec, cfg, out, out_dtype):
     what = "out_dtype" if out_dtype is not None else "out's dtype"
     if given is None:
         return cfg.c_dtype if cfg is not None else np.dtype(prec.out_dtype)
+    name = getattr(given, "__name__", str(given).removeprefix("torch."))     # ml_dtypes' type; torch's dtype
+    if name in prec.dtype_aliases:          # bfloat16: BF16's C, as its bit patterns
+        return np.dtype(prec.narrow_out)
     try:                                    # a torch dtype by its name: torch.float16
-        want = np.dtype(str(given).removeprefix("torch.") if type(given).__module__ == "torch" else given)
+        want = np.dtype(name if type(given).__module__ == "torch" else given)
     except TypeError:
         raise TypeError(f"{what} must name a NumPy dtype, got {given!r}") from None
     allowed = list(prec.out_dtypes)
@@ -131,15 +134,16 @@ def _true_k(prec, width, k):
 
 
 def with_c_dtype(cfg, c_dtype, chosen=False):
-    """cfg storing C as c_dtype: FP16's f32 sums rounded to half (out="f16")
-    where float16 is wanted; a kernel gemm() chose that sums split-K in its
+    """cfg storing C as c_dtype: the f32 sums rounded to the precision's
+    narrower C (FP16: float16, out="f16"; BF16: bfloat16's bits, out="bf16")
+    where that is wanted; a kernel gemm() chose that sums split-K in its
     last blocks has its slices summed by the split-K kernel instead, which
     rounds them."""
     if cfg.c_dtype == c_dtype:
         return cfg
-    if c_dtype != np.float16:
+    if cfg.prec.narrow_out is None or c_dtype != np.dtype(cfg.prec.narrow_out):
         raise ValueError(f"kernel {cfg.name} stores C as {cfg.c_dtype.name}, not {c_dtype.name}")
-    changes = {"out": "f16"}
+    changes = {"out": cfg.prec.narrow}
     if chosen and cfg.split_sum == "last":
         changes["split_sum"] = "kernel"
     try:

@@ -77,7 +77,7 @@ class KernelConfig(TileGeometry):
     # C's elements: "" the accumulator's type (f32, s32; f16 for acc=f16) |
     # f16 (FP16 with f32 sums, each rounded to half as it is stored: the C
     # that torch.matmul and cuBLAS's hsh kernels return, half the bytes)
-    out: str = knob("", values=("", "f16"), suffix="c{}")
+    out: str = knob("", values=("", "f16", "bf16"), suffix="c{}")
     # bytes added to each shared-memory row (bank conflicts)
     smem_pad: int = knob(16, suffix="pad{}")
     # instead of padding, 128-byte shared rows whose 16-byte chunk c of
@@ -226,15 +226,23 @@ class KernelConfig(TileGeometry):
 
     @property
     def c_dtype(self):
-        """The dtype of C's elements."""
-        return np.dtype(np.float16 if "f16" in (self.acc, self.out) else self.prec.out_dtype)
+        """The dtype of C's elements (BF16's narrow C: its bit patterns, uint16)."""
+        if self.acc == "f16":
+            return np.dtype(np.float16)
+        return np.dtype(self.prec.narrow_out if self.out else self.prec.out_dtype)
 
     @property
     def c_bits(self):
-        """Whether the kernel's epilogue stores halves, as 16-bit patterns
-        (uint16): f16 sums, or (out=f16) f32 sums it rounds. Split-K's kernel
-        stores f32 slices, which the sum kernel rounds (split_k.SplitSum)."""
-        return self.acc == "f16" or (self.out == "f16" and self.split_k == 1)
+        """Whether the kernel's epilogue stores 16-bit floats, as their
+        patterns (uint16): f16 sums, or (out=f16, bf16) f32 sums it rounds.
+        Split-K's kernel stores f32 slices, which the sum kernel rounds
+        (split_k.SplitSum)."""
+        return self.acc == "f16" or (bool(self.out) and self.split_k == 1)
+
+    @property
+    def narrow_cvt(self):
+        """The routine that rounds an f32 pair to out's format (pack.ptx)."""
+        return f"cvt_{self.out}x2_f32"
 
     @property
     def threads(self):
@@ -475,11 +483,13 @@ class KernelConfig(TileGeometry):
                        f"{self.b_layout.upper()} (K x N int8 would need its k-pairs laid out apart)")
         if self.acc not in p.mma_types:
             err.append(f"{self.precision} cannot accumulate in {self.acc}")
-        if self.out and (self.acc != "f32" or self.op not in ("mma", "wgmma") or self.split_sum == "last"):
-            err.append("out=f16 rounds f32 sums to half in the mma and wgmma epilogues (acc=f32; split-K "
+        if self.out and self.out != p.narrow:
+            err.append(f"out={self.out}: {self.precision} rounds C to {p.narrow or 'no narrower format'}")
+        elif self.out and (self.acc != "f32" or self.op not in ("mma", "wgmma") or self.split_sum == "last"):
+            err.append(f"out={self.out} rounds f32 sums in the mma and wgmma epilogues (acc=f32; split-K "
                        "summed by its own kernel, split_sum=kernel); f16 accumulation stores half already")
         elif self.out and wn % 16:
-            err.append(f"out=f16 stores the halves of 16 columns a quad: warp tile {wm}x{wn}")
+            err.append(f"out={self.out} stores the 16-bit values of 16 columns a quad: warp tile {wm}x{wn}")
         return err
 
 

@@ -100,12 +100,14 @@ def numba_view(x):
 
     if isinstance(x, DeviceNDArray):
         return x
+    bits = False
     if kind(x) == "torch":
         if x.requires_grad:                         # a Parameter: the same memory, without autograd
             x = x.detach()
         if x.dtype == sys.modules["torch"].bfloat16:    # the interface has no bfloat16: its bit patterns
-            x = x.view(sys.modules["torch"].int16)
-    return cuda.as_cuda_array(x, sync=False)
+            x, bits = x.view(sys.modules["torch"].int16), True
+    arr = cuda.as_cuda_array(x, sync=False)
+    return DeviceNDArray(arr.shape, arr.strides, np.uint16, gpu_data=arr.gpu_data) if bits else arr
 
 
 class Allocator:
@@ -117,16 +119,17 @@ class Allocator:
     def __init__(self, framework, device=None, stream=0):
         self.framework, self.device, self.stream = framework, device, stream
 
-    def empty(self, shape, dtype):
-        """(array of the framework, its Numba view)."""
-        x = self.new(shape, dtype)
+    def empty(self, shape, dtype, encoding=""):
+        """(array of the framework, its Numba view); encoding: the format
+        whose bit patterns dtype holds (BF16's C), a torch tensor's dtype."""
+        x = self.new(shape, dtype, encoding)
         return x, numba_view(x)
 
-    def new(self, shape, dtype):
+    def new(self, shape, dtype, encoding=""):
         """An array of the framework, uninitialised."""
         if self.framework == "torch":
             torch = sys.modules["torch"]
-            dtype = getattr(torch, np.dtype(dtype).name)
+            dtype = getattr(torch, encoding or np.dtype(dtype).name)
             if self.stream == current_stream("torch", self.device):
                 return torch.empty(shape, dtype=dtype, device=self.device)
             # The block belongs to the stream that uses it: torch reuses it only after that stream's work.

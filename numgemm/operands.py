@@ -68,11 +68,14 @@ def kernel_operands(cfg, batch, M, N, K, rng):
 
 def poisoned(precision, shape, dtype=None):
     """A device output of this shape and dtype (a kernel's KernelConfig.c_dtype;
-    None: the precision's) filled with the precision's poison."""
+    None: the precision's) filled with the precision's poison (BF16's bits
+    of it where C holds them)."""
     from numba import cuda
 
     prec = PRECISIONS[precision]
-    return cuda.to_device(np.full(shape, prec.poison, dtype or prec.out_dtype))
+    dtype = np.dtype(dtype or prec.out_dtype)
+    poison = prec.encode(np.float32(prec.poison)) if prec.encoding and dtype == prec.host_dtype else prec.poison
+    return cuda.to_device(np.full(shape, poison, dtype))
 
 
 def mismatch(got, ref, precision, acc=""):

@@ -161,7 +161,9 @@ def make(a, b, shape, preset, out, stream):
     (A, pad_a), (B, pad_b) = (views.aligned_rows(views.as_bytes(x), alloc)
                               for x in (a3, b3 if layout == "kn" else views.transposed(b3)))
     pads = tuple(p for p in (pad_a, pad_b) if p is not None)
-    C, host_out, result = views.output(out, a.ndim == 3 or b.ndim == 3, batch, M, N, cfg.c_dtype, host, alloc)
+    encoding = shape.prec.encoding if cfg.out else ""       # BF16's C in bfloat16: its bits
+    C, host_out, result = views.output(out, a.ndim == 3 or b.ndim == 3, batch, M, N, cfg.c_dtype, host, alloc,
+                                       encoding)
     c_aligned = int(C.device_ctypes_pointer.value % 32 == 0
                     and all(s % 32 == 0 for s in C.strides[:2]))
     if cfg.c_dtype == np.float16:       # halves stored as the 16-bit patterns the kernels pack

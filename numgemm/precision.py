@@ -33,7 +33,8 @@ class Precision:
     wgmma: str = ""           # the wgmma routine at N = 256 (ptx_asm/wgmma.ptx); "": none (s4)
     sass_mma: str = ""        # the mma.sync opcode, {m}{n}{k} and {acc} (F32, F16) to fill in
     sass_wgmma: str = ""      # the wgmma opcode, {m}x{n}x{k} to fill in
-    narrow_out: object = None  # a narrower C it may store (FP16: float16, the f32 sums rounded)
+    narrow_out: object = None  # a narrower C it may store (FP16: float16, the f32 sums rounded; BF16: its bits)
+    narrow: str = ""          # that C's format: KernelConfig.out's value, its pack.ptx cvt_<narrow>x2_f32
     b_layouts: tuple = ("nk",)  # the layouts of B its kernels read ("kn": K x N, "nk": the transpose of N x K)
     b_units: object = None    # where a K x N B comes as 16-bit units of k_per_unit k (INT4): their dtype
     widens_to: str = ""       # the precision a widening kernel issues instructions of (INT4: int8)
@@ -157,7 +158,7 @@ PRECISIONS = {
     "fp16": Precision("fp16", "float", 16, "f32", (16, 8), {"f32": "f16_f32", "f16": "f16_f16"}, (16, 16, 16), "f16",
                       "HMMA.16816.F32", np.float16, np.float32, (), "mma_m16n8k16_f16_f32",
                       "wgmma_m64n256k16_f32_f16_f16", sass_mma="HMMA.{m}{n}{k}.{acc}",
-                      sass_wgmma="HGMMA.{m}x{n}x{k}.F32", narrow_out=np.float16, b_layouts=("kn", "nk"),
+                      sass_wgmma="HGMMA.{m}x{n}x{k}.F32", narrow_out=np.float16, narrow="f16", b_layouts=("kn", "nk"),
                       wgmma_ns=(32, 64, 128, 256), wgmma_kn_ns=(192, 320), library="cublas", wmma_regs=(8, 8, 8),
                       wmma_b_layouts=("nk", "kn")),
     # BF16: FP16's instructions with bf16 operands (ptx_asm/*_bf16.ptx are FP16's routines twinned);
@@ -165,7 +166,7 @@ PRECISIONS = {
     "bf16": Precision("bf16", "float", 16, "f32", (16, 8), {"f32": "bf16_f32"}, (16, 16, 16), "bf16",
                       "HMMA.16816.F32.BF16", np.uint16, np.float32, (), "mma_m16n8k16_bf16_f32",
                       "wgmma_m64n256k16_f32_bf16_bf16", sass_mma="HMMA.{m}{n}{k}.{acc}.BF16",
-                      sass_wgmma="HGMMA.{m}x{n}x{k}.F32.BF16", b_layouts=("kn", "nk"),
+                      sass_wgmma="HGMMA.{m}x{n}x{k}.F32.BF16", narrow_out=np.uint16, narrow="bf16", b_layouts=("kn", "nk"),
                       wgmma_ns=(32, 64, 128, 256), wgmma_kn_ns=(192, 320), library="cublas", dtype_names=False,
                       wmma_regs=(4, 4, 8), wmma_b_layouts=("nk", "kn"), encoding="bfloat16", tuned_as="fp16"),
     "int8": Precision("int8", "integer", 8, "s32", (32, 16), {"s32": "s8_s32"}, (16, 16, 16), "s8",

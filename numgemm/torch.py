@@ -44,12 +44,13 @@ def _(a, b, out_dtype=None, kernel=None, precision=None):
 @torch.library.custom_op("numgemm::linear", mutates_args=())
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
     """nn.Linear's product: x (..., K) @ weight.t() (weight N x K, as nn.Linear
-    stores it: read in place, no copy) + bias, in x's dtype (FP16 in, FP16
-    out, as F.linear gives). The bias is added after the GEMM (not fused)."""
-    if x.dtype != torch.float16:
-        raise TypeError(f"numgemm.torch.linear takes x as float16; got {x.dtype}")
+    stores it: read in place, no copy) + bias, in x's dtype (float16 or
+    bfloat16 in, the same out, as F.linear gives). The bias is added after
+    the GEMM (not fused)."""
+    if x.dtype not in (torch.float16, torch.bfloat16):
+        raise TypeError(f"numgemm.torch.linear takes x as float16 or bfloat16; got {x.dtype}")
     rows = x.reshape(-1, x.shape[-1])
-    y = api.gemm(rows, weight.t(), out_dtype="float16")
+    y = api.gemm(rows, weight.t(), out_dtype=x.dtype)
     if bias is not None:
         y += bias
     return y.reshape(*x.shape[:-1], weight.shape[0])

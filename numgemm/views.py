@@ -110,13 +110,14 @@ def as_bits(c):
     return view(c, c.shape, c.strides, np.uint16)
 
 
-def output(out, batched, batch, M, N, dtype, host, alloc=None):
+def output(out, batched, batch, M, N, dtype, host, alloc=None, encoding=""):
     """(C as the kernel takes it, (batch, M, N); whether it goes back to the
     host; what the call returns): out, checked, or a new C from alloc's
-    framework (NumPy inputs: a Numba array copied back)."""
+    framework (NumPy inputs: a Numba array copied back); encoding: the
+    format whose bit patterns dtype holds (BF16's C: torch allocates bfloat16)."""
     shape = (batch, M, N) if batched else (M, N)
     if out is None:
-        result, dev = alloc.empty(shape, dtype) if not host else (None, cuda.device_array(shape, dtype))
+        result, dev = alloc.empty(shape, dtype, encoding) if not host else (None, cuda.device_array(shape, dtype))
         return (dev if batched else dev.reshape(1, M, N)), host, dev if host else result
     if isinstance(out, np.ndarray):
         raise TypeError("out must be a device array (__cuda_array_interface__); "

@@ -40,7 +40,7 @@ BAD_INPUTS = [
     (np.zeros((4, 4), np.float16), np.zeros((4, 4), np.float16), dict(kernel="fp16_ptx_fp16acc", out_dtype="float32"),
      ValueError, "accf16.* stores C as float16, not float32"),
     (np.zeros((4, 4), np.float16), np.zeros((4, 4), np.float16), dict(kernel="fp16_wmma", out_dtype="float16"),
-     ValueError, "fp16_wmma_.* cannot store C as float16: .*out=f16 rounds f32 sums to half in the mma and wgmma"),
+     ValueError, "fp16_wmma_.* cannot store C as float16: .*out=f16 rounds f32 sums in the mma and wgmma"),
 ]
 
 

@@ -350,13 +350,17 @@ def test_half_c_is_fp16_with_f32_sums():
     assert half.name == fp16.name + "_cf16" and half.c_dtype == np.float16 and half.c_bits
     assert fp16.replace(acc="f16").c_dtype == np.float16 and KernelConfig("int8").c_dtype == np.int32
     assert not half.replace(split_k=2).c_bits       # f32 slices: the split-K kernel rounds their sum
-    for changes, message in ((dict(out="f32"), "out must be '' or f16, got 'f32'"), (dict(acc="f16"), "acc=f32"),
+    for changes, message in ((dict(out="f32"), "out must be '', f16 or bf16, got 'f32'"), (dict(acc="f16"), "acc=f32"),
                              (dict(op="wmma"), "mma and wgmma epilogues"),
                              (dict(split_k=2, split_sum="last"), "split_sum=kernel")):
         with pytest.raises(ValueError, match=message):
             half.replace(**changes)
-    with pytest.raises(ValueError, match="acc=f32"):
+    with pytest.raises(ValueError, match="out=f16: int8 rounds C to no narrower format"):
         KernelConfig("int8", out="f16")
+    with pytest.raises(ValueError, match="out=bf16: fp16 rounds C to f16"):
+        fp16.replace(out="bf16")
+    bf16 = KernelConfig("bf16", b_layout="kn", out="bf16")        # bfloat16's bit patterns
+    assert bf16.c_dtype == np.uint16 and bf16.c_bits and bf16.narrow_cvt == "cvt_bf16x2_f32"
 
 
 def test_fp16_wgmma_tiles_of_64_and_32_columns_take_b_in_either_layout():

@@ -281,7 +281,8 @@ def test_bf16_comes_as_torch_bfloat16_as_bits_or_as_ml_dtypes(rng):
     """BF16 operands: torch.bfloat16 tensors (an nn.Linear weight as w.t()),
     NumPy uint16 bit patterns with precision="bf16" (uint16 alone names no
     precision), ml_dtypes' bfloat16 where installed; C in float32, against
-    the float64 product of the operands' values."""
+    the float64 product of the operands' values, or in bfloat16 (NumPy: its
+    bits; torch: a bfloat16 tensor), the float32 C rounded."""
     import numgemm
     from numgemm import operands
     from numgemm.precision import PRECISIONS
@@ -292,6 +293,8 @@ def test_bf16_comes_as_torch_bfloat16_as_bits_or_as_ml_dtypes(rng):
     ref = bf16.decode(a) @ bf16.decode(w).T
     c = numgemm.gemm(a, np.ascontiguousarray(w.T), precision="bf16")
     assert c.dtype == np.float32 and operands.matches(c, ref, "bf16")
+    c16 = numgemm.gemm(a, np.ascontiguousarray(w.T), precision="bf16", out_dtype="bfloat16")
+    assert c16.dtype == np.uint16 and np.array_equal(c16, bf16.encode(c))
     with pytest.raises(TypeError, match="cannot infer the precision from dtype uint16"):
         numgemm.gemm(a, np.ascontiguousarray(w.T))
     try:
@@ -307,3 +310,5 @@ def test_bf16_comes_as_torch_bfloat16_as_bits_or_as_ml_dtypes(rng):
     assert isinstance(tc, torch.Tensor) and tc.dtype == torch.float32
     assert operands.matches(tc.cpu().numpy(), ref, "bf16")
     assert operands.matches((ta.float() @ tw.float().t()).cpu().numpy(), ref, "bf16")     # the reference's values
+    t16 = numgemm.gemm(ta, tw.t(), out_dtype=torch.bfloat16)
+    assert t16.dtype == torch.bfloat16 and torch.equal(t16, tc.to(torch.bfloat16))

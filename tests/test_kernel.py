@@ -117,14 +117,20 @@ def expected_sass_holds(cfg, b, target):
 @pytest.mark.parametrize("name,fields,target", [("fp16_ptx_mma", {}, "sm_80"), ("fp16_ptx_mma_m16", {}, "sm_89"),
                                                 ("fp16_wgmma", dict(bn=320, stage_c=False), "sm_90"),
                                                 ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=64, stages=13, stage_c=False),
-                                                 "sm_90")])
+                                                 "sm_90"),
+                                                ("bf16_ptx_mma", {}, "sm_80"),
+                                                ("bf16_wgmma", dict(bn=320, stage_c=False), "sm_90")])
 @pytest.mark.builds
 def test_half_c_rounds_each_pair_once(name, fields, target):
-    """out="f16" on every target: one cvt (F2FP, .F16.F32.PACK_AB from sm_89)
-    and one shuffle per f32 pair of a tile inside C, one 8-byte store per two
-    (a quad's, a whole sector), and nothing in local memory."""
-    cfg = registry.get(name).replace(out="f16", **fields)
+    """out="f16" (BF16: "bf16") on every target: one cvt (F2FP, .F16.F32.PACK_AB
+    from sm_89; BF16's .BF16) and one shuffle per f32 pair of a tile
+    inside C, one 8-byte store per two (a quad's, a whole sector), and
+    nothing in local memory."""
+    cfg = registry.get(name)
+    cfg = cfg.replace(out=cfg.prec.narrow, **fields)
     b = build_config(cfg, target)
+    converts = [op for op in b.instructions if op.startswith("F2FP")]
+    assert all(("BF16" in op) == bool(cfg.prec.encoding) for op in converts)
     pairs = cfg.warp_tile[0] * cfg.warp_tile[1] // 64
     assert b.count("F2FP") == b.count("SHFL.BFLY") == pairs and b.local_bytes == 0, b.summary()
     assert b.instructions.count("STG.E.64") == pairs // 2 and b.instructions.count("STG.E") == 0
@@ -874,25 +880,31 @@ def test_split_k_sums_every_k_tile(name, split, rng):
                                          ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=32, stages=12)),
                                          ("fp16_wgmma", dict(bn=320, stage_c=False)), ("fp16_wgmma", dict(stage_c=False)),
                                          ("fp16_wgmma_cl1", dict(bm=64, warps_m=4, bn=32, stages=12, stage_c=False)),
-                                         ("fp16_wgmma", dict(bn=192, stages=5))])
+                                         ("fp16_wgmma", dict(bn=192, stages=5)),
+                                         ("bf16_ptx_mma", {}), ("bf16_ptx_mma", dict(split_k=3)), ("bf16_wgmma", {}),
+                                         ("bf16_wgmma_cl1", dict(bm=64, warps_m=4, bn=32, stages=12, stage_c=False)),
+                                         ("bf16_wgmma", dict(c_tma=True, cluster=1, persistent=False))])
 def test_half_c_is_the_f32_sums_rounded(name, fields, rng):
-    """out="f16": C is the kernel's f32 sums rounded to half (to nearest even,
-    as NumPy rounds them), entry for entry, in the pair stores and at the
-    edges; split-K's sum rounds the slices' total."""
+    """out="f16" (BF16: "bf16"): C is the kernel's f32 sums rounded to half
+    (to nearest even, as NumPy rounds them; BF16: Precision.encode's bits),
+    entry for entry, in the pair stores and at the edges; split-K's sum
+    rounds the slices' total."""
     import numgemm
 
     cfg = registry.get(name).replace(**fields)
     skip_unless_it_runs_here(cfg)
-    half = cfg.replace(out="f16")
-    assert half.c_dtype == np.float16 and "_cf16_" in half.name
+    prec = cfg.prec
+    half = cfg.replace(out=prec.narrow)
+    assert half.c_dtype == np.dtype(prec.narrow_out) and f"_c{prec.narrow}_" in half.name
     for batch, M, N, K in ((2, 520, 1000, 776), (3, 17, 300, 96)):
         a, b, ref = operands.kernel_operands(cfg, batch, M, N, K, rng)
-        wide, narrow = operands.poisoned("fp16", (batch, M, N)), operands.poisoned("fp16", (batch, M, N), np.float16)
+        wide, narrow = (operands.poisoned(cfg.precision, (batch, M, N)),
+                        operands.poisoned(cfg.precision, (batch, M, N), half.c_dtype))
         numgemm.gemm(a, b, kernel=cfg, out=wide)
         numgemm.gemm(a, b, kernel=half, out=narrow)
         sums, got = wide.copy_to_host(), narrow.copy_to_host()
-        assert operands.mismatch(sums, ref, "fp16") is None
-        np.testing.assert_array_equal(got, sums.astype(np.float16))
+        assert operands.mismatch(sums, ref, cfg.precision) is None
+        np.testing.assert_array_equal(got, prec.encode(sums) if prec.encoding else sums.astype(half.c_dtype))
 
 
 @pytest.mark.gpu

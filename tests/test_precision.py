@@ -41,7 +41,8 @@ def test_bf16_is_fp16_with_bfloat16_bits():
     fp16, bf16 = PRECISIONS["fp16"], PRECISIONS["bf16"]
     assert (bf16.mma_ks, bf16.wmma, bf16.b_layouts, bf16.wgmma_ns) == (fp16.mma_ks, fp16.wmma, fp16.b_layouts,
                                                                       fp16.wgmma_ns)
-    assert list(bf16.mma_types) == ["f32"] and bf16.out_dtypes == (np.dtype(np.float32),)
+    assert list(bf16.mma_types) == ["f32"] and bf16.out_dtypes == (np.dtype(np.float32), np.dtype(np.uint16))
+    assert (bf16.narrow, fp16.narrow) == ("bf16", "f16")        # C rounded: bfloat16's bits, float16
     assert bf16.mma_sass(16, 8, 16) == "HMMA.16816.F32.BF16" and bf16.wgmma_sass(64, 128, 16) == "HGMMA.64x128x16.F32.BF16"
     x = np.array([1.0, 1 + 2**-8, 1 + 3 * 2**-8, -2.5, 3.0e38, np.nan, 2.0**-130], np.float32)
     bits = bf16.encode(x)

@@ -10,6 +10,7 @@ sum would, so the result is exact wherever the whole K is within the
 precision's bound (Precision.max_k).
 """
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +41,7 @@ class SplitSum:
     cache keys it (cache.key reads describe())."""
 
     acc: str                    # f32 | s32
-    out: str = ""               # KernelConfig.out: "" C in acc | f16 (f32 sums rounded to half)
+    out: str = ""               # KernelConfig.out: "" C in acc | f16, bf16 (f32 sums rounded to it)
     threads = THREADS
 
     @classmethod
@@ -62,30 +63,31 @@ class SplitSum:
 
     def function(self):
         """The kernel's Python function."""
-        return _KERNELS[bool(self.out)]
+        return _kernel(self.out)
 
     def grid(self, batch, M, N):
         return -(-batch * M * N // THREADS), 1, 1
 
 
-def _kernel(rounded):
-    """The sum kernel: C = the slices' sum, or (rounded) its f16 bits."""
+@functools.cache
+def _kernel(out):
+    """The sum kernel: C = the slices' sum, or (out: f16, bf16) its bits in that format."""
+    if out:
+        to_bits = getattr(P.routines("inline"), f"cvt_{out}x2_f32")
+        value = device(lambda total: to_bits(total, 0.0) & 0xFFFF)
+    else:
+        value = device(lambda total: total)
+
     def split_sum(W, C, S):
         i = cuda.grid(1)
         M, N = C.shape[1], C.shape[2]
         if i < C.shape[0] * M * N:
             z, rc = divmod32(i, M * N)
             r, c = divmod32(rc, N)
-            total = slices_sum(W, z, S, r, c)
-            if rounded:
-                C[z, r, c] = _cvt_f16x2(total, 0.0) & 0xFFFF
-            else:
-                C[z, r, c] = total
+            C[z, r, c] = value(slices_sum(W, z, S, r, c))
     return split_sum
 
 
-_cvt_f16x2 = P.routines("inline").cvt_f16x2_f32
-_KERNELS = {rounded: _kernel(rounded) for rounded in (False, True)}
 
 
 def rules(cfg):

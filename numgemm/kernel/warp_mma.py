@@ -269,7 +269,7 @@ def _store(cfg, scaled):
     descale = generated("descale", "acc", [f"acc[{e}] = sar8(acc[{e}])" for e in range(mi * nj * nc)]
                         if scaled else ["pass"], {"sar8": sar8})
 
-    halves = _half_rows(ptx, mi, nj, nc) if half else None
+    halves = _half_rows(ptx, mi, nj, nc, getattr(ptx, cfg.narrow_cvt)) if half else None
 
     def store(acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned):
         descale(acc)
@@ -306,12 +306,12 @@ def _store(cfg, scaled):
     return device(store)
 
 
-def _half_rows(ptx, mi, nj, nc):
-    """out="f16": the epilogue written out (a loop this long LLVM leaves
-    rolled, and the accumulators it indexes go to local memory): each row's
-    8-column blocks two at a time, rounded, exchanged across the quad and
-    stored 8 bytes a lane; at C's edges element by element. ptx: the
-    routines in the kernel's linkage."""
+def _half_rows(ptx, mi, nj, nc, to_half):
+    """out="f16" (or "bf16"): the epilogue written out (a loop this long LLVM
+    leaves rolled, and the accumulators it indexes go to local memory): each
+    row's 8-column blocks two at a time, rounded by to_half, exchanged across
+    the quad and stored 8 bytes a lane; at C's edges element by element. ptx:
+    the routines in the kernel's linkage."""
     lines = []
     for i in range(mi):
         for h in range(2):
@@ -322,7 +322,7 @@ def _half_rows(ptx, mi, nj, nc):
                           "if pairs:", f"    st_words(row + u64({jj * 32} + 4 * t), quad(w0, w1, t))",
                           "elif r < M:", f"    edge(C, z, r, col0 + {jj * 16} + 2 * t, w0, w1, N)"]
     return generated("halves", "acc, C, z, row0, col0, first, ldc, M, N, g, t, pairs", lines,
-                     {"to_half": ptx.cvt_f16x2_f32, "st_words": ptx.st_global_v2_b32, "quad": _quad_words,
+                     {"to_half": to_half, "st_words": ptx.st_global_v2_b32, "quad": _quad_words,
                       "edge": _half_edge, "global_addr": P.global_addr, "u64": u64})
 
 

@@ -72,10 +72,14 @@ def poisoned(precision, shape, dtype=None):
     of it where C holds them)."""
     from numba import cuda
 
+    dtype = np.dtype(dtype or PRECISIONS[precision].out_dtype)
+    return cuda.to_device(np.full(shape, poison(precision, dtype), dtype))
+
+
+def poison(precision, dtype):
+    """The precision's poison as a C of dtype holds it (BF16's bits of NaN in uint16)."""
     prec = PRECISIONS[precision]
-    dtype = np.dtype(dtype or prec.out_dtype)
-    poison = prec.encode(np.float32(prec.poison)) if prec.encoding and dtype == prec.host_dtype else prec.poison
-    return cuda.to_device(np.full(shape, poison, dtype))
+    return prec.encode(np.float32(prec.poison)) if prec.encoding and np.dtype(dtype) == prec.host_dtype else prec.poison
 
 
 def mismatch(got, ref, precision, acc=""):

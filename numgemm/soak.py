@@ -47,6 +47,8 @@ def kernels(precision, cc):
         "int8": [get("int8_ptx_tma"), get("int8_wgmma"), get("int8_wgmma_swap"),
                  get("int8_wgmma").replace(stream_k=True), get("int8_ptx_mma_k32_m16").replace(split_k=4),
                  get("int8_ptx_mma_k32_m16").replace(split_k=4, split_sum="last")],
+        "bf16": [get("bf16_ptx_tma"), get("bf16_wgmma"), get("bf16_wgmma").replace(out="bf16", c_tma=True),
+                 registry.layout_twin(get("bf16_wgmma"), "nk")],
         "int4": [get("int4_ptx_unpack_s8_tma"), get("int4_wgmma_unpack_s8"), get("int4_wgmma_unpack_s8_swap")],
     }[precision]
     return [None] + [c for c in named if c.unsupported(cc) is None]
@@ -76,10 +78,11 @@ class Call:
         out is False; its plan, if plan."""
         call = cls(precision, kernel, shape, lib)
         a, rows = call._draw(rng)
-        call.a, b_rows = _to_device(lib, a), _to_device(lib, rows)
+        encoding = PRECISIONS[precision].encoding
+        call.a, b_rows = _to_device(lib, a, encoding), _to_device(lib, rows, encoding)
         call.b = _transposed(lib, b_rows) if call.nk else b_rows
         if out:
-            call.out = _to_device(lib, call._poison())
+            call.out = _to_device(lib, call._poison(), encoding)
         if plan:
             from .api import plan_gemm
 
@@ -145,7 +148,7 @@ class Call:
     def _poison(self):
         batch, M, N, _ = self.shape
         dtype = self.kernel.c_dtype if self.kernel is not None else PRECISIONS[self.precision].out_dtype
-        return np.full((batch, M, N) if batch > 1 else (M, N), PRECISIONS[self.precision].poison, dtype)
+        return np.full((batch, M, N) if batch > 1 else (M, N), operands.poison(self.precision, dtype), dtype)
 
 
 class Soak:
@@ -184,14 +187,18 @@ class Soak:
 
 # --- the two array libraries -------------------------------------------------------
 
-def _to_device(lib, x):
+def _to_device(lib, x, encoding=""):
+    """x on the device; torch: an encoding's bit patterns (BF16's uint16) as a tensor of that name."""
+    x = np.ascontiguousarray(x)
     if lib == "torch":
         import torch
 
-        return torch.from_numpy(np.ascontiguousarray(x)).cuda()
+        if encoding and x.dtype == np.uint16:
+            return torch.from_numpy(x.view(np.int16)).cuda().view(getattr(torch, encoding))
+        return torch.from_numpy(x).cuda()
     from numba import cuda
 
-    return cuda.to_device(np.ascontiguousarray(x))
+    return cuda.to_device(x)
 
 
 def _transposed(lib, x):
@@ -206,14 +213,18 @@ def _copy_in(lib, dst, src):
     if lib == "torch":
         import torch
 
+        if dst.dtype == torch.bfloat16:         # its bit patterns, not its values converted
+            dst, src = dst.view(torch.int16), src.view(np.int16)
         dst.copy_(torch.from_numpy(src))
     else:
         dst.copy_to_device(src)
 
 
 def _host(c):
-    if hasattr(c, "cpu"):                   # a torch tensor
-        return c.cpu().numpy()
+    if hasattr(c, "cpu"):                   # a torch tensor (bfloat16: its bit patterns)
+        import torch
+
+        return c.view(torch.int16).cpu().numpy().view(np.uint16) if c.dtype == torch.bfloat16 else c.cpu().numpy()
     return c.copy_to_host() if hasattr(c, "copy_to_host") else np.asarray(c)
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from numgemm import operands, registry
+from numgemm.precision import PRECISIONS
 
 REGISTERED = [(p, n) for p in registry.PRESETS for n in registry.names(p)]
 CASES_PER_KERNEL = 3
@@ -54,9 +55,9 @@ def draw(rng, cfg=None):
 
 
 def reference(precision, a, bt):
-    """float64 product; exact for the integers at these sizes."""
-    b = np.swapaxes(bt, -1, -2) if precision != "fp16" else bt
-    return np.matmul(a.astype(np.float64), b.astype(np.float64))
+    """float64 product (int64 for the integers) of values()' operands."""
+    prec = PRECISIONS[precision]
+    return np.matmul(prec.decode(a), prec.decode(np.swapaxes(bt, -1, -2) if prec.exact else bt))
 
 
 def run_case(precision, cfg, kernel, preset, case, rng, use_torch):
@@ -68,7 +69,7 @@ def run_case(precision, cfg, kernel, preset, case, rng, use_torch):
     ref = reference(precision, a, b)
     if batch == 1:                  # 2-D operands and product
         a, b, ref = a[0], b[0], ref[0]
-    layout = cfg.b_layout if cfg is not None else ("kn" if precision == "fp16" else "nk")
+    layout = cfg.b_layout if cfg is not None else registry.choice_layout(precision)
     x, y = operands.in_layout(precision, layout, a, b[0] if shared and b.ndim == 3 else b)
     use_torch = use_torch and y.dtype != np.uint16      # torch has no uint16 on the GPU to speak of
     kw = dict(precision=precision, kernel=kernel, preset=preset, k=K if precision == "int4" else None)
@@ -124,7 +125,7 @@ def test_fuzz_kernel(preset, name, seeded):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("precision", ["fp16", "int8", "int4"])
+@pytest.mark.parametrize("precision", ["fp16", "bf16", "int8", "int4"])
 def test_fuzz_default_choice(precision, seeded):
     """gemm()'s own choice per shape (tuned winners, split-K, small-M tiles)."""
     fuzz(precision, None, None, "tuned", seeded, 16)

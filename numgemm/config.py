@@ -76,7 +76,8 @@ class KernelConfig(TileGeometry):
     acc: str = knob("", suffix="acc{}", implied=lambda c: c.acc == c.prec.acc)
     # C's elements: "" the accumulator's type (f32, s32; f16 for acc=f16) |
     # f16 (FP16 with f32 sums, each rounded to half as it is stored: the C
-    # that torch.matmul and cuBLAS's hsh kernels return, half the bytes)
+    # that torch.matmul and cuBLAS's hsh kernels return, half the bytes) |
+    # bf16 (BF16's the same way: its precision's Precision.narrow)
     out: str = knob("", values=("", "f16", "bf16"), suffix="c{}")
     # bytes added to each shared-memory row (bank conflicts)
     smem_pad: int = knob(16, suffix="pad{}")
@@ -233,16 +234,10 @@ class KernelConfig(TileGeometry):
 
     @property
     def c_bits(self):
-        """Whether the kernel's epilogue stores 16-bit floats, as their
-        patterns (uint16): f16 sums, or (out=f16, bf16) f32 sums it rounds.
-        Split-K's kernel stores f32 slices, which the sum kernel rounds
-        (split_k.SplitSum)."""
+        """Whether the epilogue stores 16-bit floats as their patterns (uint16):
+        f16 sums, or (out=f16, bf16) f32 sums it rounds. Split-K's kernel
+        stores f32 slices, which the sum kernel rounds (split_k.SplitSum)."""
         return self.acc == "f16" or (bool(self.out) and self.split_k == 1)
-
-    @property
-    def narrow_cvt(self):
-        """The routine that rounds an f32 pair to out's format (pack.ptx)."""
-        return f"cvt_{self.out}x2_f32"
 
     @property
     def threads(self):

@@ -50,6 +50,11 @@ class Precision:
     tuned_as: str = ""        # the precision whose tuned winners its kernels take until it has its own (BF16: FP16)
 
     @property
+    def narrow_cvt(self):
+        """The routine that rounds an f32 pair to the narrow C's format (pack.ptx)."""
+        return f"cvt_{self.narrow}x2_f32"
+
+    @property
     def dtype_aliases(self):
         """The dtype names that name it beside its host dtype's: torch's and
         ml_dtypes' bfloat16 for BF16, whose arrays numgemm reads as their bits."""

@@ -360,7 +360,7 @@ def test_half_c_is_fp16_with_f32_sums():
     with pytest.raises(ValueError, match="out=bf16: fp16 rounds C to f16"):
         fp16.replace(out="bf16")
     bf16 = KernelConfig("bf16", b_layout="kn", out="bf16")        # bfloat16's bit patterns
-    assert bf16.c_dtype == np.uint16 and bf16.c_bits and bf16.narrow_cvt == "cvt_bf16x2_f32"
+    assert bf16.c_dtype == np.uint16 and bf16.c_bits and bf16.prec.narrow_cvt == "cvt_bf16x2_f32"
 
 
 def test_fp16_wgmma_tiles_of_64_and_32_columns_take_b_in_either_layout():

@@ -93,11 +93,12 @@ def mismatch(got, ref, precision, acc=""):
             i = tuple(int(x) for x in np.unravel_index(bad[0], ref.shape))
             return f"{bad.size} of {ref.size} entries differ; first at {i}: {got[i]} != {ref[i]}"
         return None
+    narrow = prec.narrow_out is not None and got.dtype == np.dtype(prec.narrow_out)     # C rounded to it
     got = prec.decode(got)
     if not np.all(np.isfinite(got)):
         return f"{np.count_nonzero(~np.isfinite(got))} entries are not finite (unwritten or overflowed)"
     err = np.linalg.norm(got - ref) / max(np.linalg.norm(ref), np.finfo(np.float64).tiny)
-    tol = prec.tolerance(acc)
+    tol = prec.tolerance(acc, narrow)
     return None if err <= tol else f"relative error {err:.3g} > {tol:.3g}"
 
 

@@ -35,6 +35,7 @@ class Precision:
     sass_wgmma: str = ""      # the wgmma opcode, {m}x{n}x{k} to fill in
     narrow_out: object = None  # a narrower C it may store (FP16: float16, the f32 sums rounded; BF16: its bits)
     narrow: str = ""          # that C's format: KernelConfig.out's value, its pack.ptx cvt_<narrow>x2_f32
+    narrow_digits: int = 0    # that format's significand bits (f16 11, bf16 8): its rounding, 2**-digits
     b_layouts: tuple = ("nk",)  # the layouts of B its kernels read ("kn": K x N, "nk": the transpose of N x K)
     b_units: object = None    # where a K x N B comes as 16-bit units of k_per_unit k (INT4): their dtype
     widens_to: str = ""       # the precision a widening kernel issues instructions of (INT4: int8)
@@ -119,13 +120,15 @@ class Precision:
     def wgmma_sass(self, m, n, k):
         return self.sass_wgmma.format(m=m, n=n, k=k)
 
-    def tolerance(self, acc=""):
+    def tolerance(self, acc="", narrow=False):
         """Relative Frobenius error a result may have against the float64
         reference of its operands: 0 for integers; 16-bit floats with f32
-        accumulation 1e-3, with f16 accumulation (rounded at every step) 2e-2."""
+        accumulation 1e-3, with f16 accumulation (rounded at every step) 2e-2;
+        narrow (C rounded to the narrow format) at least that format's
+        rounding (bf16's 2**-8; f16's 2**-11 lies within 1e-3)."""
         if self.exact:
             return 0.0
-        return 2e-2 if acc == "f16" else 1e-3
+        return max(2e-2 if acc == "f16" else 1e-3, 2.0**-self.narrow_digits if narrow else 0.0)
 
     @property
     def poison(self):
@@ -163,7 +166,8 @@ PRECISIONS = {
     "fp16": Precision("fp16", "float", 16, "f32", (16, 8), {"f32": "f16_f32", "f16": "f16_f16"}, (16, 16, 16), "f16",
                       "HMMA.16816.F32", np.float16, np.float32, (), "mma_m16n8k16_f16_f32",
                       "wgmma_m64n256k16_f32_f16_f16", sass_mma="HMMA.{m}{n}{k}.{acc}",
-                      sass_wgmma="HGMMA.{m}x{n}x{k}.F32", narrow_out=np.float16, narrow="f16", b_layouts=("kn", "nk"),
+                      sass_wgmma="HGMMA.{m}x{n}x{k}.F32", narrow_out=np.float16, narrow="f16", narrow_digits=11,
+                      b_layouts=("kn", "nk"),
                       wgmma_ns=(32, 64, 128, 256), wgmma_kn_ns=(192, 320), library="cublas", wmma_regs=(8, 8, 8),
                       wmma_b_layouts=("nk", "kn")),
     # BF16: FP16's instructions with bf16 operands (ptx_asm/*_bf16.ptx are FP16's routines twinned);
@@ -171,7 +175,8 @@ PRECISIONS = {
     "bf16": Precision("bf16", "float", 16, "f32", (16, 8), {"f32": "bf16_f32"}, (16, 16, 16), "bf16",
                       "HMMA.16816.F32.BF16", np.uint16, np.float32, (), "mma_m16n8k16_bf16_f32",
                       "wgmma_m64n256k16_f32_bf16_bf16", sass_mma="HMMA.{m}{n}{k}.{acc}.BF16",
-                      sass_wgmma="HGMMA.{m}x{n}x{k}.F32.BF16", narrow_out=np.uint16, narrow="bf16", b_layouts=("kn", "nk"),
+                      sass_wgmma="HGMMA.{m}x{n}x{k}.F32.BF16", narrow_out=np.uint16, narrow="bf16", narrow_digits=8,
+                      b_layouts=("kn", "nk"),
                       wgmma_ns=(32, 64, 128, 256), wgmma_kn_ns=(192, 320), library="cublas", dtype_names=False,
                       wmma_regs=(4, 4, 8), wmma_b_layouts=("nk", "kn"), encoding="bfloat16", tuned_as="fp16"),
     "int8": Precision("int8", "integer", 8, "s32", (32, 16), {"s32": "s8_s32"}, (16, 16, 16), "s8",

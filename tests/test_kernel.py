@@ -742,7 +742,7 @@ def test_split_k_changes_only_the_k_range():
         base = registry.get(name)
         one, four = (build_config(c, "sm_90").main_loop() for c in (base, base.replace(split_k=4)))
         assert one.mmas == four.mmas and one.shape.count("G") == four.shape.count("G")
-    for spec in (SplitSum("f32"), SplitSum("s32"), SplitSum("f32", "f16")):
+    for spec in (SplitSum("f32"), SplitSum("s32"), SplitSum("f32", "f16"), SplitSum("f32", "bf16")):
         for target in TARGETS:
             cubin, entry = helper_cubin(spec, parse_target(target))
             assert cubin[:4] == b"\x7fELF" and "split_sum" in entry

@@ -71,3 +71,17 @@ def test_checks_catch_wrong_results(precision, rng):
     assert not operands.matches(wrong, ref, precision)
     assert operands.sample_matches(out, a, b, precision, rng)
     assert not operands.sample_matches(np.zeros_like(out), a, b, precision, rng)
+
+
+def test_a_c_rounded_to_bf16_is_held_to_bf16s_rounding():
+    """C in bfloat16's bits passes where each entry is the reference rounded
+    (a relative error up to 2**-9 an entry, more than FP32 C's 1e-3) and fails
+    a percent off; float16 C keeps the 1e-3 that f32 C has."""
+    from numgemm.precision import PRECISIONS
+
+    bf16, fp16 = PRECISIONS["bf16"], PRECISIONS["fp16"]
+    ref = np.random.default_rng(5).standard_normal((64, 96))
+    assert operands.mismatch(bf16.encode(ref.astype(np.float32)), ref, "bf16") is None
+    assert "relative error" in operands.mismatch(bf16.encode((ref * 1.01).astype(np.float32)), ref, "bf16")
+    assert "relative error" in operands.mismatch((ref * 1.002).astype(np.float32), ref, "bf16")     # f32 C: 1e-3
+    assert bf16.tolerance(narrow=True) == 2.0**-8 and fp16.tolerance(narrow=True) == fp16.tolerance() == 1e-3

@@ -18,8 +18,8 @@ from ..tiles import swizzled_offset
 u8, u32, u64, i32 = types.uint8, types.uint32, types.uint64, types.int32
 #: Numba type of an accumulator register, by KernelConfig.acc (f16: two halves in a 32-bit word).
 ACC = {"f32": types.float32, "s32": types.int32, "f16": types.uint32}
-#: Numba type of one element of C as the kernel writes it (f16 as its 16 bits).
-OUT = {"f32": types.float32, "s32": types.int32, "f16": types.uint16}
+#: Numba type of one element of C as the kernel writes it (f16, bf16 as their 16 bits).
+OUT = {"f32": types.float32, "s32": types.int32, "f16": types.uint16, "bf16": types.uint16}
 
 
 def device(fn):

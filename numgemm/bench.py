@@ -221,9 +221,10 @@ def parse(argv):
                          "llm: M = 1, 16, 64, 256 with N = K = 4096, 8192, and 512, 1024, 2048 squared")
     ap.add_argument("--family", choices=tuple(registry.FAMILIES["tuned"]),
                     help="one family's kernels, with each one's ratio to the family's base")
-    ap.add_argument("--out-dtype", choices=("float32", "float16"), default="float32",
-                    help="FP16's C: float16 rounds each f32 sum to half as it is stored (gemm()'s out_dtype); "
-                         "kernels that cannot (WMMA) are left out")
+    ap.add_argument("--out-dtype", choices=("float32", "float16", "bfloat16", "narrow"), default="float32",
+                    help="FP16's and BF16's C: float16 (FP16) or bfloat16 (BF16) rounds each f32 sum as it is "
+                         "stored (gemm()'s out_dtype), narrow each its own, as F.linear returns them; kernels "
+                         "that cannot (WMMA, the other format) are left out")
     ap.add_argument("--b-layout", choices=("kn", "nk"),
                     help="B as K x N or as N x K (an nn.Linear weight): each kernel in that layout where it has "
                          "a twin (FP16 has both; INT8 and INT4 N x K), gemm()'s choice for it; default: each kernel's "
@@ -294,7 +295,8 @@ def header(device, ceilings, args):
              f"batch {args.batch}, {time.strftime('%Y-%m-%d')}",
              f"inputs: {input_distribution()}; fresh each run" + ("" if args.seed is None else f" (seed {args.seed})")
              + ("; L2 flushed before each timed launch" if args.cold_l2 else "")
-             + ("; FP16's kernels store C as float16" if getattr(args, "out_dtype", "") == "float16" else ""),
+             + (f"; C rounded to {args.out_dtype} where a kernel can" if getattr(args, "out_dtype", "float32")
+                != "float32" else ""),
              "timing: " + _timing(args),
              "instruction ceilings (T(FL)OPS; % ceil is each kernel's share of its own instruction's): "
              + ", ".join(f"{k} {v:.0f}" for k, v in ceilings.items())]

@@ -84,14 +84,21 @@ def in_layout_asked(cfg, args):
 
 
 def c_as_asked(cfg, args, chosen=False):
-    """cfg storing FP16's C as --out-dtype asks (as gemm(out_dtype=) has it),
-    or None for a kernel that cannot (WMMA), which the run leaves out."""
+    """cfg storing a 16-bit float precision's C as --out-dtype asks (as
+    gemm(out_dtype=) has it: float16 for FP16, bfloat16 for BF16, narrow for
+    each its own), or None for a kernel that cannot (WMMA, or the other
+    format), which the run leaves out. The integers keep int32."""
     from .api import with_c_dtype
 
-    if getattr(args, "out_dtype", "float32") == "float32" or cfg.prec.narrow_out is None:
+    asked = getattr(args, "out_dtype", "float32")
+    if asked == "float32" or cfg is None or cfg.prec.narrow_out is None:
         return cfg
+    prec = cfg.prec
+    if asked not in ("narrow", np.dtype(prec.narrow_out).name, *prec.dtype_aliases):
+        log(f"left out: {cfg.name}: {prec.name} has no {asked} C")
+        return None
     try:
-        return with_c_dtype(cfg, np.dtype(args.out_dtype), chosen)
+        return with_c_dtype(cfg, np.dtype(prec.narrow_out), chosen)
     except ValueError as e:
         log(f"left out: {e}")
         return None
@@ -113,7 +120,7 @@ def shapes_of(args):
 def check_selection(args):
     """Refuse, before any GPU work, kernel names no chosen preset has, a
     selection that leaves nothing to run, shapes that are not MxNxK, and a
-    search for float16 C (the winners are timed with float32 C and serve
+    search for a 16-bit C (the winners are timed with float32 C and serve
     both: gemm(out_dtype=float16) rounds the same kernel's sums)."""
     from . import registry
 
@@ -121,7 +128,7 @@ def check_selection(args):
     if args.diff or args.claims or args.linkage_cost:
         return
     if getattr(args, "tune", False) and getattr(args, "out_dtype", "float32") != "float32":
-        raise UsageError(f"--tune searches with float32 C, and its winners serve float16 C too; "
+        raise UsageError(f"--tune searches with float32 C, and its winners serve 16-bit C too; "
                          f"--out-dtype {args.out_dtype} is not searched (leave it out)")
     try:
         bad = any(len(s) != 3 or min(s) < 1 for s in shapes_of(args))

@@ -73,6 +73,7 @@ def test_profile_without_ncu_says_so_in_one_line(monkeypatch, capsys):
     (["--shapes", "axbxc"], "--shapes takes MxNxK"),
     (["--sizes", "512", "0"], "--sizes takes positive integers"),
     (["--tune", "--precision", "fp16", "--out-dtype", "float16"], "--out-dtype float16 is not searched"),
+    (["--tune", "--precision", "bf16", "--out-dtype", "narrow"], "--out-dtype narrow is not searched"),
 ])
 def test_a_bad_selection_is_one_line_and_exit_2(argv, message, capsys):
     assert bench.main(argv) == 2

@@ -1,5 +1,7 @@
 """numgemm.selection: the kernels and shapes a bench run covers, from its arguments."""
 
+import numpy as np
+
 from numgemm import bench, selection
 
 
@@ -20,6 +22,22 @@ def test_half_c_is_asked_of_the_fp16_kernels():
     assert set(chosen) == {"fp16_ptx_mma", "fp16_wgmma", "int8_wgmma"}
     assert chosen["fp16_ptx_mma"].out == chosen["fp16_wgmma"].out == "f16" and chosen["int8_wgmma"].out == ""
     assert selection.default_pick("fp16", (64, 4096, 4096), (9, 0), args)[2].out == "f16"
+
+
+def test_each_16_bit_float_takes_its_own_narrow_c():
+    """--out-dtype narrow: FP16's C in float16, BF16's in bfloat16 (as F.linear
+    returns each); --out-dtype bfloat16 leaves FP16's kernels out, and float16
+    BF16's; the integers keep int32."""
+    kernels = ["--kernels", "fp16_wgmma", "bf16_wgmma", "bf16_ptx_mma", "int8_wgmma"]
+    narrow = {n: c for _, n, c in selection.select(bench.parse(["--precision", "fp16", "bf16", "int8", "--preset",
+                                                               "tuned", "--out-dtype", "narrow", *kernels]))}
+    assert (narrow["fp16_wgmma"].out, narrow["bf16_wgmma"].out, narrow["int8_wgmma"].out) == ("f16", "bf16", "")
+    assert narrow["bf16_ptx_mma"].c_dtype == np.uint16
+    bf = {n for _, n, _ in selection.select(bench.parse(["--precision", "fp16", "bf16", "--preset", "tuned",
+                                                        "--out-dtype", "bfloat16", *kernels[:4]]))}
+    assert bf == {"bf16_wgmma", "bf16_ptx_mma"}
+    assert selection.default_pick("bf16", (64, 4096, 4096), (9, 0),
+                                  bench.parse(["--out-dtype", "narrow"]))[2].out == "bf16"
 
 
 def test_b_as_n_x_k_is_asked_of_every_kernel_with_a_twin():

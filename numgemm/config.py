@@ -357,7 +357,7 @@ class KernelConfig(TileGeometry):
     @property
     def min_cc(self):
         """The oldest compute capability the kernel runs on."""
-        return (9, 0) if self.copy == "tma" or self.op == "wgmma" else (8, 0)
+        return max((9, 0) if self.copy == "tma" or self.op == "wgmma" else (8, 0), self.prec.min_cc)
 
     @property
     def arch_specific(self):
@@ -377,6 +377,8 @@ class KernelConfig(TileGeometry):
         cc = parse_target(target)
         if cc < self.min_cc and self.op == "wgmma":
             return f"{self.name} issues wgmma, which {target_name(cc)} lacks: it needs sm_90a (Hopper)"
+        if cc < self.prec.min_cc:
+            return f"{self.name}: {target_name(cc)} has no {self.precision} mma.sync (from {target_name(self.prec.min_cc)})"
         if cc < self.min_cc:
             return (f"{self.name} copies with the TMA unit (copy={self.copy!r}), which {target_name(cc)} "
                     f"lacks: it needs {target_name(self.min_cc)}")

@@ -18,6 +18,7 @@ import sys
 import numpy as np
 
 from . import driver
+from .precision import ENCODINGS
 
 ORDER = ("torch", "cupy", "numba")
 
@@ -100,14 +101,16 @@ def numba_view(x):
 
     if isinstance(x, DeviceNDArray):
         return x
-    bits = False
+    bits = None
     if kind(x) == "torch":
         if x.requires_grad:                         # a Parameter: the same memory, without autograd
             x = x.detach()
-        if x.dtype == sys.modules["torch"].bfloat16:    # the interface has no bfloat16: its bit patterns
-            x, bits = x.view(sys.modules["torch"].int16), True
+        if str(x.dtype).removeprefix("torch.") in ENCODINGS:    # bfloat16, float8_*: the interface has none
+            torch = sys.modules["torch"]
+            bits = np.dtype(f"u{x.element_size()}")
+            x = x.view(torch.int16 if bits.itemsize == 2 else torch.uint8)
     arr = cuda.as_cuda_array(x, sync=False)
-    return DeviceNDArray(arr.shape, arr.strides, np.uint16, gpu_data=arr.gpu_data) if bits else arr
+    return DeviceNDArray(arr.shape, arr.strides, bits, gpu_data=arr.gpu_data) if bits is not None else arr
 
 
 class Allocator:

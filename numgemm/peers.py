@@ -3,8 +3,8 @@ and bf16 through PyTorch (fp16 also through CuPy), C in the operands' dtype
 and (torch.mm's out_dtype, where there is one) as float32, the C numgemm's
 16-bit float kernels store by default;
 cuBLASLt int8 through torch._int_mm with B column-major (its fast layout),
-and Triton's int8 (numgemm.peers_triton). All are optional; a missing one is
-skipped."""
+and Triton's int8 (numgemm.peers_triton). FP8's (torch._scaled_mm) is not
+one yet. All are optional; a missing one is skipped."""
 
 import functools
 
@@ -91,8 +91,8 @@ def peer_runs(precision, M, N, K, batch, rng, sets=1, b_layout=None):
             return [("cublas_fp16 (cupy)", run,
                      lambda: _ok(cupy.asnumpy(out["c"]).astype(np.float32), *ops.last_host, precision))]
         return []
-    if torch is None or M <= 16:
-        return []                   # torch._int_mm needs M > 16
+    if torch is None or M <= 16 or library.library != "cublaslt":
+        return []                   # torch._int_mm needs M > 16 (FP8's torch._scaled_mm: not yet a peer)
     # Every batch's own operands, rotated as numgemm's are; B column-major (its fast layout).
     host = [values(library.name, batch, M, N, K, rng) for _ in range(sets)]
     ops = _Sets(host, [(torch.from_numpy(a).cuda(), torch.from_numpy(bt).cuda().transpose(-1, -2)) for a, bt in host])

@@ -47,8 +47,11 @@ class Precision:
     dtype_names: bool = True  # whether its host dtype names it (INT4's packed uint8 does not)
     wmma_regs: tuple = ()     # the WMMA fragments: uint32 per thread of A and of B, accumulators per thread
     wmma_b_layouts: tuple = ("nk",)  # the layouts of B its WMMA fragments load
-    encoding: str = ""        # the format whose bit patterns its host arrays hold (BF16: "bfloat16" in uint16)
+    encoding: str = ""        # the format whose bit patterns its host arrays hold (BF16: "bfloat16" in uint16;
+    #                           FP8: "float8_e4m3fn", "float8_e5m2" in uint8), as torch and ml_dtypes name it
     tuned_as: str = ""        # the precision whose tuned winners its kernels take until it has its own (BF16: FP16)
+    min_cc: tuple = (8, 0)    # the oldest GPU with its mma.sync (FP8: sm_89)
+    mma_converted_on: tuple = ()  # GPUs whose ptxas converts its mma.sync to f16 HMMA (FP8 on sm_90)
 
     @property
     def narrow_cvt(self):
@@ -64,12 +67,10 @@ class Precision:
     def encode(self, x):
         """Float values as the host arrays gemm() takes: cast, or (an
         encoding) the bit patterns of the values rounded to nearest, ties to
-        even (bfloat16: the top 16 bits of float32; NaN stays NaN)."""
+        even (NaN stays NaN; FP8: past the largest finite, the largest)."""
         if not self.encoding:
             return np.asarray(x).astype(self.host_dtype)
-        u = np.asarray(x, dtype=np.float32).view(np.uint32)
-        rounded = ((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype(np.uint16)
-        return np.where(np.isnan(np.asarray(x, dtype=np.float32)), np.uint16(0x7FC0), rounded)
+        return _CODECS[self.encoding].encode(np.asarray(x, dtype=np.float32))
 
     def decode(self, a):
         """Host operands (or C) as the wide values references sum: int64 for
@@ -78,8 +79,8 @@ class Precision:
         a = np.asarray(a)
         if self.exact:
             return a.astype(np.int64)
-        if self.encoding and a.dtype == np.uint16:
-            return (a.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
+        if self.encoding and a.dtype == self.host_dtype:
+            return _CODECS[self.encoding].decode(a)
         return a.astype(np.float64)
 
     def kbytes(self, k):
@@ -162,6 +163,64 @@ class Precision:
         return int(self.wgmma.split("k")[1].split("_")[0]) if self.wgmma else 0
 
 
+class _Bfloat16:
+    """bfloat16: the top 16 bits of float32."""
+
+    @staticmethod
+    def encode(x):
+        u = x.view(np.uint32)
+        rounded = ((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype(np.uint16)
+        return np.where(np.isnan(x), np.uint16(0x7FC0), rounded)
+
+    @staticmethod
+    def decode(a):
+        return (a.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
+
+
+class _Float8:
+    """An 8-bit float (OCP FP8) by its table: sign, exp_bits, man_bits, the
+    exponent's bias; ieee: the top exponent holds inf and NaN (e5m2), else
+    only S.1111.111 is NaN and the rest are finite (e4m3fn: to 448)."""
+
+    def __init__(self, exp_bits, man_bits, ieee):
+        codes = np.arange(256)
+        e, m = (codes >> man_bits) & ((1 << exp_bits) - 1), codes & ((1 << man_bits) - 1)
+        bias, top = (1 << (exp_bits - 1)) - 1, (1 << exp_bits) - 1
+        mag = np.where(e == 0, m / 2**man_bits * 2.0**(1 - bias), (1 + m / 2**man_bits) * 2.0**(e - bias))
+        if ieee:
+            mag = np.where(e == top, np.where(m == 0, np.inf, np.nan), mag)
+        else:
+            mag = np.where((e == top) & (m == (1 << man_bits) - 1), np.nan, mag)
+        self.values = np.where(codes & 0x80, -mag, mag)
+        finite = np.flatnonzero(np.isfinite(self.values[:128]))      # the positive codes, ascending in value
+        self.magnitudes, self.nan = self.values[finite], np.uint8(0x7F)
+
+    def decode(self, a):
+        return self.values[a]
+
+    def encode(self, x):
+        mag = np.minimum(np.abs(x.astype(np.float64)), self.magnitudes[-1])       # satfinite
+        hi = np.clip(np.searchsorted(self.magnitudes, mag), 1, len(self.magnitudes) - 1)
+        lo = hi - 1
+        below, above = mag - self.magnitudes[lo], self.magnitudes[hi] - mag
+        code = np.where((below < above) | ((below == above) & (lo % 2 == 0)), lo, hi).astype(np.uint8)
+        code = np.where(np.signbit(x), code | np.uint8(0x80), code)
+        return np.where(np.isnan(x), self.nan, code).astype(np.uint8)
+
+
+_CODECS = {"bfloat16": _Bfloat16, "float8_e4m3fn": _Float8(4, 3, False), "float8_e5m2": _Float8(5, 2, True)}
+
+
+def _fp8(name, encoding):
+    """FP8 (e4m3, e5m2): INT8's k32 shapes and K-major B, f32 sums, no WMMA."""
+    t = name.upper()
+    return Precision(name, "float", 8, "f32", (32,), {"f32": f"{name}_f32"}, (0, 0, 0), "", "", np.uint8, np.float32,
+                     (), f"mma_m16n8k32_{name}_f32", f"wgmma_m64n256k32_f32_{name}_{name}",
+                     sass_mma=f"QMMA.{{m}}{{n}}{{k}}.F32.{t}.{t}", sass_wgmma=f"QGMMA.{{m}}x{{n}}x{{k}}.F32.{t}.{t}",
+                     wgmma_ns=(128, 256), dtype_names=False, encoding=encoding, tuned_as="int8", min_cc=(8, 9),
+                     mma_converted_on=((9, 0),))
+
+
 PRECISIONS = {
     "fp16": Precision("fp16", "float", 16, "f32", (16, 8), {"f32": "f16_f32", "f16": "f16_f16"}, (16, 16, 16), "f16",
                       "HMMA.16816.F32", np.float16, np.float32, (), "mma_m16n8k16_f16_f32",
@@ -184,11 +243,17 @@ PRECISIONS = {
                       "wgmma_m64n256k32_s32_s8_s8", sass_mma="IMMA.{m}{n}{k}.S8.S8",
                       sass_wgmma="IGMMA.{m}x{n}x{k}.S8.S8", wgmma_ns=(128, 256), swaps=True, wgmma_swap_ns=(16,), library="cublaslt",
                       wmma_regs=(2, 2, 8), wmma_b_layouts=("nk", "kn")),
+    # FP8: INT8's routines with e4m3 or e5m2 operands (ptx_asm/*_fp8.ptx); uint8 bit patterns on the host.
+    "e4m3": _fp8("e4m3", "float8_e4m3fn"),
+    "e5m2": _fp8("e5m2", "float8_e5m2"),
     "int4": Precision("int4", "integer", 4, "s32", (64, 32), {"s32": "s4_s32"}, (8, 8, 32), "s4",
                       "IMMA.8832.S4.S4", np.uint8, np.int32, (-8, 8), "mma_m16n8k64_s4_s32",
                       sass_mma="IMMA.{m}{n}{k}.S4.S4", b_layouts=("nk", "kn"), b_units=np.uint16, widens_to="int8",
                       library="cublaslt", dtype_names=False, wmma_regs=(1, 1, 2)),
 }
+
+#: The formats NumPy and Numba lack whose bit patterns precisions' host arrays hold, by their dtype names.
+ENCODINGS = frozenset(p.encoding for p in PRECISIONS.values() if p.encoding)
 
 #: The precisions whose dtype names them: a's dtype -> precision (INT4's packed uint8 names none,
 #: nor BF16's uint16 bits; torch's and ml_dtypes' bfloat16 name BF16).

@@ -23,6 +23,8 @@ from .precision import PRECISIONS
 from .toolchain import has_native_s4_mma
 
 PRESETS = ("paper", "tuned")
+#: The 8-bit floats (FP8: e4m3, e5m2), whose kernels are INT8's with their operands and f32 sums.
+FLOAT8 = tuple(p.name for p in PRECISIONS.values() if p.bits == 8 and not p.exact)
 
 _PAPER = dict(bm=32, bn=64, warps_m=2, warps_n=4, stages=2, smem_pad=0, private_tiles=True,
               cache="ca", b_ldmatrix=2, reg_buffers=1)
@@ -43,6 +45,7 @@ def _families(preset):
         bf16 = bf16.replace(swizzle=True, zfill_src="any", interior_loop=True)
         int8 = int8.replace(swizzle=True, interior_loop=True, copy_parts=1)
     int4 = KernelConfig("int4", mma_k=64, bk=64 if paper else 256, **tiling4)
+    fp8 = {p: int8.replace(precision=p, acc="f32") for p in FLOAT8}      # FP8: INT8's tiling, f32 sums
     manual = dict(a_ldmatrix=0, b_ldmatrix=0)      # ld.shared + packing instead of ldmatrix
     families = {
         "fp16": {
@@ -70,6 +73,8 @@ def _families(preset):
             # No tensor cores: the reference point below the family.
             "int8_dp4a": KernelConfig("int8", op="dp4a", bm=16, bn=16, warps_m=1, warps_n=8),
         },
+        # FP8 has no WMMA: its family's base is mma.sync (native on sm_89; sm_90 converts to f16 for HMMA).
+        **{p: {f"{p}_ptx_mma": base} for p, base in fp8.items()},
         "int4": {
             "int4_wmma": int4.replace(op="wmma"),
             "int4_ptx_mma_k32": int4.replace(mma_k=32),
@@ -91,6 +96,10 @@ def _families(preset):
     }
     if not paper:
         _add_tuned(families, fp16, bf16, int8, int4)
+        for p, base in fp8.items():             # the TMA copies and wgmma (QGMMA) of INT8's kernels
+            families[p].update({f"{p}_ptx_tma": base.replace(copy="tma"),
+                                f"{p}_wgmma": families["int8"]["int8_wgmma"].replace(precision=p, acc="f32"),
+                                f"{p}_wgmma_cl1": families["int8"]["int8_wgmma_cl1"].replace(precision=p, acc="f32")})
     return families
 
 
@@ -267,6 +276,7 @@ def layout_twin(cfg, b_layout):
 CHOICES = {
     "fp16": ("fp16_ptx_mma", "fp16_ptx_tma", "fp16_ptx_mma_m16", "fp16_wgmma", "fp16_wgmma_cl1"),
     "bf16": ("bf16_ptx_mma", "bf16_ptx_tma", "bf16_ptx_mma_m16", "bf16_wgmma", "bf16_wgmma_cl1"),
+    **{p: (f"{p}_ptx_mma", f"{p}_ptx_tma", f"{p}_wgmma", f"{p}_wgmma_cl1") for p in FLOAT8},
     "int8": ("int8_ptx_mma_k32", "int8_ptx_tma", "int8_ptx_mma_k32_m16", "int8_wgmma", "int8_wgmma_cl1"),
     "int4": ("int4_ptx_mma_k64", "int4_ptx_unpack_s8", "int4_ptx_unpack_s8_tma", "int4_ptx_unpack_s8_m16",
              "int4_wgmma_unpack_s8", "int4_wgmma_unpack_s8_ld"),

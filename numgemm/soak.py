@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import operands
-from .precision import PRECISIONS
+from .precision import ENCODINGS, PRECISIONS
 
 #: M, N, K drawn for each call: small to mid, no multiple of a tile needed,
 #: K's that leave rows to pad (INT8 K % 16, FP16 K % 8) among them.
@@ -49,6 +49,7 @@ def kernels(precision, cc):
                  get("int8_ptx_mma_k32_m16").replace(split_k=4, split_sum="last")],
         "bf16": [get("bf16_ptx_tma"), get("bf16_wgmma"), get("bf16_wgmma").replace(out="bf16", c_tma=True),
                  registry.layout_twin(get("bf16_wgmma"), "nk")],
+        **{p: [get(f"{p}_ptx_tma"), get(f"{p}_wgmma")] for p in registry.FLOAT8},
         "int4": [get("int4_ptx_unpack_s8_tma"), get("int4_wgmma_unpack_s8"), get("int4_wgmma_unpack_s8_swap")],
     }[precision]
     return [None] + [c for c in named if c.unsupported(cc) is None]
@@ -193,8 +194,8 @@ def _to_device(lib, x, encoding=""):
     if lib == "torch":
         import torch
 
-        if encoding and x.dtype == np.uint16:
-            return torch.from_numpy(x.view(np.int16)).cuda().view(getattr(torch, encoding))
+        if encoding and x.dtype.kind == "u":    # int16: torch has no uint16 arithmetic to speak of
+            return torch.from_numpy(x.view(np.int16) if x.itemsize == 2 else x).cuda().view(getattr(torch, encoding))
         return torch.from_numpy(x).cuda()
     from numba import cuda
 
@@ -213,8 +214,8 @@ def _copy_in(lib, dst, src):
     if lib == "torch":
         import torch
 
-        if dst.dtype == torch.bfloat16:         # its bit patterns, not its values converted
-            dst, src = dst.view(torch.int16), src.view(np.int16)
+        if str(dst.dtype).removeprefix("torch.") in ENCODINGS:     # its bit patterns, not its values converted
+            dst, src = (dst.view(torch.int16), src.view(np.int16)) if src.itemsize == 2 else (dst.view(torch.uint8), src)
         dst.copy_(torch.from_numpy(src))
     else:
         dst.copy_to_device(src)
@@ -224,7 +225,9 @@ def _host(c):
     if hasattr(c, "cpu"):                   # a torch tensor (bfloat16: its bit patterns)
         import torch
 
-        return c.view(torch.int16).cpu().numpy().view(np.uint16) if c.dtype == torch.bfloat16 else c.cpu().numpy()
+        if c.dtype == torch.bfloat16:
+            return c.view(torch.int16).cpu().numpy().view(np.uint16)
+        return c.cpu().numpy()
     return c.copy_to_host() if hasattr(c, "copy_to_host") else np.asarray(c)
 
 

@@ -91,8 +91,8 @@ def choose(precision, b_layout, M, N, K, cc, preset="tuned"):
         twin_of = PRECISIONS[precision].tuned_as
         if not entries and twin_of:     # none searched: its twin precision's, with its operands (BF16: FP16's)
             path, entries = _entries(arch, str(winners_files(arch)[0])).get((twin_of, b_layout, m_class(M)), (None, ()))
-            entries = [(m, n, k, c.replace(precision=precision), f"{name} in {precision}")
-                       for m, n, k, c, name in entries]
+            entries = [(m, n, k, t, f"{name} in {precision}") for m, n, k, c, name in entries
+                       if (t := _in_precision(c, precision)) is not None]
         near = sorted(entries, key=lambda e: sum(math.log2(x / y) ** 2 for x, y in zip((M, N, K), e)))
         for m, n, k, c, name in near:
             c = _exact_for(c, K)
@@ -113,6 +113,15 @@ def _layout_twins(arch, precision, b_layout, m):
     twins = [(m, n, k, registry.layout_twin(c, b_layout), f"{name} with B {b_layout.upper()}")
              for m, n, k, c, name in entries]
     return path, [t for t in twins if t[3] is not None]
+
+
+def _in_precision(cfg, precision):
+    """cfg with precision's operands and sums, or None where it has no such
+    form (INT8's C^T tiles 16 wide: FP8's wgmma has no N = 16)."""
+    try:
+        return cfg.replace(precision=precision, acc=PRECISIONS[precision].acc)
+    except ValueError:
+        return None
 
 
 def _exact_for(cfg, K):

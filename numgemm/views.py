@@ -8,13 +8,13 @@ from numba import cuda
 from numba.cuda.cudadrv.devicearray import DeviceNDArray
 
 from . import frameworks, registry
-from .precision import PRECISIONS
+from .precision import ENCODINGS, PRECISIONS
 
 
 def device(x, name):
     if isinstance(x, np.ndarray):
-        if x.dtype.name == "bfloat16":      # ml_dtypes' (Numba has no such type): its bit patterns
-            x = x.view(np.uint16)
+        if x.dtype.name in ENCODINGS:       # ml_dtypes' bfloat16, float8_* (Numba has no such type): their bits
+            x = x.view(f"u{x.dtype.itemsize}")
         # A transposed (Fortran-order) array keeps its layout on the device.
         if x.flags.c_contiguous:
             return cuda.to_device(x)

@@ -131,7 +131,7 @@ def test_fields_are_checked_by_name(changes, error, message):
 
 
 def test_an_unknown_precision_is_named():
-    with pytest.raises(ValueError, match="precision must be fp16, bf16, int8 or int4, got 'fp8'"):
+    with pytest.raises(ValueError, match="precision must be fp16, bf16, int8, e4m3, e5m2 or int4, got 'fp8'"):
         KernelConfig("fp8")
 
 

@@ -934,3 +934,20 @@ def test_gemm_takes_an_nn_linear_weight_as_it_lies(rng):
         got = numgemm.gemm(x, w.t())
         ref = x.double() @ w.double().t()
         assert ((got.double() - ref).norm() / ref.norm()).item() < 1e-3, (M, N, K)
+
+
+@pytest.mark.builds
+@pytest.mark.parametrize("typ", ["e4m3", "e5m2"])
+def test_fp8_mma_is_native_on_sm_89_and_converted_on_sm_90(typ):
+    """FP8's mma.sync: QMMA on sm_89 (no f16 HMMA, no conversion, no calls,
+    nothing spilled); on sm_90 ptxas converts its operands to f16 (F2FP) for
+    two HMMA a QMMA. Its wgmma is QGMMA on sm_90a."""
+    cfg = registry.get(f"{typ}_ptx_mma")
+    ada, hopper = build_config(cfg, "sm_89"), build_config(cfg, "sm_90")
+    t = typ.upper()
+    assert ada.count(f"QMMA.16832.F32.{t}.{t}") > 0 and ada.count("HMMA") == ada.count("F2FP") == 0
+    assert ada.calls == 0 and ada.local_bytes == 0
+    assert hopper.count("QMMA") == 0 and hopper.count("HMMA.16816.F32") == 2 * ada.count("QMMA")
+    assert hopper.count(f"F2FP.F16.{t}.UNPACK_B") > 0
+    wg = build_config(registry.get(f"{typ}_wgmma"), "sm_90")
+    assert wg.count(f"QGMMA.64x256x32.F32.{t}.{t}") > 0 and wg.local_bytes == 0

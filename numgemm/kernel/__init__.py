@@ -269,13 +269,18 @@ def launch_args(types_, args):
 
 
 def expected_sass(cfg, target):
-    """(opcode prefix the kernel's SASS must hold, whether calls are expected).
+    """(opcode prefix the kernel's SASS must hold, whether ptxas emulates the
+    instruction there: its calls and spills are then expected).
 
     s4 tensor-core instructions are native on sm_80/86/89; on sm_90 ptxas
     emulates them with s8 IMMA behind called routines (a fact about Hopper,
-    reported by numgemm.inspect.s4_note)."""
+    reported by numgemm.inspect.s4_note). FP8's mma.sync is native on sm_89;
+    on sm_90 ptxas converts its operands to f16 for HMMA (two a QMMA), and
+    the converted fragments spill (Precision.mma_converted_on)."""
     if cfg.op == "dp4a":
         return "IDP.4A.S8.S8", False
+    if cfg.op == "mma" and parse_target(target) in cfg.prec.mma_converted_on:
+        return "HMMA.16816.F32", True
     s4 = cfg.prec.packed and cfg.unpack == "none"         # sub-byte mma.sync, native or emulated
     if s4 and not has_native_s4_mma(parse_target(target)):
         return "IMMA", True                 # the emulation's s8 IMMA, behind calls

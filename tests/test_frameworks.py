@@ -312,3 +312,32 @@ def test_bf16_comes_as_torch_bfloat16_as_bits_or_as_ml_dtypes(rng):
     assert operands.matches((ta.float() @ tw.float().t()).cpu().numpy(), ref, "bf16")     # the reference's values
     t16 = numgemm.gemm(ta, tw.t(), out_dtype=torch.bfloat16)
     assert t16.dtype == torch.bfloat16 and torch.equal(t16, tc.to(torch.bfloat16))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,encoding", [("e4m3", "float8_e4m3fn"), ("e5m2", "float8_e5m2")])
+def test_fp8_comes_as_torch_float8_or_as_bits(name, encoding, rng):
+    """FP8 operands: torch's float8 tensors (a weight as w.t()), NumPy uint8
+    bit patterns with precision=, ml_dtypes' float8 where installed; C in
+    float32 against the float64 product of the operands' values."""
+    import numgemm
+    from numgemm import operands
+    from numgemm.precision import PRECISIONS
+
+    prec = PRECISIONS[name]
+    a = prec.encode(rng.standard_normal((300, 136), dtype=np.float32))
+    w = prec.encode(rng.standard_normal((520, 136), dtype=np.float32))     # N x K: FP8's B is K-major
+    ref = prec.decode(a) @ prec.decode(w).T
+    c = numgemm.gemm(a, w.T, precision=name)
+    assert c.dtype == np.float32 and operands.matches(c, ref, name)
+    try:
+        import ml_dtypes
+    except ImportError:
+        ml_dtypes = None
+    if ml_dtypes is not None:
+        dtype = getattr(ml_dtypes, encoding)
+        assert operands.matches(numgemm.gemm(a.view(dtype), w.view(dtype).T), ref, name)
+    torch = pytest.importorskip("torch")
+    ta, tw = (torch.from_numpy(x).cuda().view(getattr(torch, encoding)) for x in (a, w))
+    tc = numgemm.gemm(ta, tw.t())
+    assert tc.dtype == torch.float32 and operands.matches(tc.cpu().numpy(), ref, name)

@@ -125,7 +125,7 @@ def test_fuzz_kernel(preset, name, seeded):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("precision", ["fp16", "bf16", "int8", "int4"])
+@pytest.mark.parametrize("precision", ["fp16", "bf16", "e4m3", "e5m2", "int8", "int4"])
 def test_fuzz_default_choice(precision, seeded):
     """gemm()'s own choice per shape (tuned winners, split-K, small-M tiles)."""
     fuzz(precision, None, None, "tuned", seeded, 16)

@@ -78,6 +78,8 @@ def _c_dtype(prec, cfg, out, out_dtype):
         return cfg.c_dtype if cfg is not None else np.dtype(prec.out_dtype)
     name = getattr(given, "__name__", str(given).removeprefix("torch."))     # ml_dtypes' type; torch's dtype
     if name in prec.dtype_aliases:          # bfloat16: BF16's C, as its bit patterns
+        if prec.narrow_out is None:         # (FP8's C is float32)
+            raise TypeError(f"{what}: {prec.name} gives C as {np.dtype(prec.out_dtype).name}; got {name}")
         return np.dtype(prec.narrow_out)
     try:                                    # a torch dtype by its name: torch.float16
         want = np.dtype(name if type(given).__module__ == "torch" else given)

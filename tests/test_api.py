@@ -41,6 +41,13 @@ BAD_INPUTS = [
      ValueError, "accf16.* stores C as float16, not float32"),
     (np.zeros((4, 4), np.float16), np.zeros((4, 4), np.float16), dict(kernel="fp16_wmma", out_dtype="float16"),
      ValueError, "fp16_wmma_.* cannot store C as float16: .*out=f16 rounds f32 sums in the mma and wgmma"),
+    # bit patterns: uint16 and uint8 name no precision; BF16 rounds C to bfloat16, FP8 gives float32 only
+    (np.zeros((4, 16), np.uint16), np.zeros((16, 4), np.uint16), {}, TypeError,
+     "cannot infer the precision from dtype uint16"),
+    (np.zeros((4, 16), np.uint8), np.zeros((8, 16), np.uint8).T, dict(precision="e4m3", out_dtype="float8_e4m3fn"),
+     TypeError, "out_dtype: e4m3 gives C as float32; got float8_e4m3fn"),
+    (np.zeros((4, 16), np.uint16), np.zeros((16, 4), np.uint16), dict(precision="bf16", out_dtype="float16"),
+     TypeError, "out_dtype: bf16 gives C as float32 or uint16; got float16"),
 ]
 
 

@@ -74,10 +74,8 @@ class KernelConfig(TileGeometry):
     b_global: str = knob("cp_async", values=("cp_async", "ldg16"), suffix="{}")
     # f32 | f16 | s32; "": the precision's default
     acc: str = knob("", suffix="acc{}", implied=lambda c: c.acc == c.prec.acc)
-    # C's elements: "" the accumulator's type (f32, s32; f16 for acc=f16) |
-    # f16 (FP16 with f32 sums, each rounded to half as it is stored: the C
-    # that torch.matmul and cuBLAS's hsh kernels return, half the bytes) |
-    # bf16 (BF16's the same way: its precision's Precision.narrow)
+    # C's elements: "" the accumulator's type (f32, s32; f16 for acc=f16) | the precision's narrow
+    # format (f16, bf16: the f32 sums rounded as stored, as torch.matmul returns C, half the bytes)
     out: str = knob("", values=("", "f16", "bf16"), suffix="c{}")
     # bytes added to each shared-memory row (bank conflicts)
     smem_pad: int = knob(16, suffix="pad{}")
@@ -377,8 +375,8 @@ class KernelConfig(TileGeometry):
         cc = parse_target(target)
         if cc < self.min_cc and self.op == "wgmma":
             return f"{self.name} issues wgmma, which {target_name(cc)} lacks: it needs sm_90a (Hopper)"
-        if cc < self.prec.min_cc:
-            return f"{self.name}: {target_name(cc)} has no {self.precision} mma.sync (from {target_name(self.prec.min_cc)})"
+        if cc < self.min_cc and cc < self.prec.min_cc:
+            return f"{self.name}: {target_name(cc)} lacks {self.precision} mma.sync ({target_name(self.prec.min_cc)} on)"
         if cc < self.min_cc:
             return (f"{self.name} copies with the TMA unit (copy={self.copy!r}), which {target_name(cc)} "
                     f"lacks: it needs {target_name(self.min_cc)}")

@@ -376,7 +376,7 @@ class KernelConfig(TileGeometry):
         if cc < self.min_cc and self.op == "wgmma":
             return f"{self.name} issues wgmma, which {target_name(cc)} lacks: it needs sm_90a (Hopper)"
         if cc < self.min_cc and cc < self.prec.min_cc:
-            return f"{self.name}: {target_name(cc)} lacks {self.precision} mma.sync ({target_name(self.prec.min_cc)} on)"
+            return f"{self.name}: {target_name(cc)} lacks {self.precision} mma.sync ({target_name(self.prec.min_cc)})"
         if cc < self.min_cc:
             return (f"{self.name} copies with the TMA unit (copy={self.copy!r}), which {target_name(cc)} "
                     f"lacks: it needs {target_name(self.min_cc)}")

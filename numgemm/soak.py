@@ -215,7 +215,8 @@ def _copy_in(lib, dst, src):
         import torch
 
         if str(dst.dtype).removeprefix("torch.") in ENCODINGS:     # its bit patterns, not its values converted
-            dst, src = (dst.view(torch.int16), src.view(np.int16)) if src.itemsize == 2 else (dst.view(torch.uint8), src)
+            bits = (torch.int16, np.int16) if src.itemsize == 2 else (torch.uint8, np.uint8)
+            dst, src = dst.view(bits[0]), src.view(bits[1])
         dst.copy_(torch.from_numpy(src))
     else:
         dst.copy_to_device(src)

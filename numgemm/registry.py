@@ -38,13 +38,12 @@ def _families(preset):
     tiling, tiling4 = (_PAPER, _PAPER) if paper else (_TUNED, _TUNED_INT4)
     # BK: one mma's k in the study; 128 bytes of K per stage when tuned.
     fp16 = KernelConfig("fp16", b_layout="kn", bk=16 if paper else 64, **tiling)
-    bf16 = fp16.replace(precision="bf16")
     int8 = KernelConfig("int8", mma_k=32, bk=32 if paper else 128, **tiling)
     if not paper:   # swizzled tiles; no select per copy; unchecked interior blocks (see above)
         fp16 = fp16.replace(swizzle=True, zfill_src="any", interior_loop=True)
-        bf16 = bf16.replace(swizzle=True, zfill_src="any", interior_loop=True)
         int8 = int8.replace(swizzle=True, interior_loop=True, copy_parts=1)
     int4 = KernelConfig("int4", mma_k=64, bk=64 if paper else 256, **tiling4)
+    bf16 = fp16.replace(precision="bf16")                               # BF16: FP16's tiling
     fp8 = {p: int8.replace(precision=p, acc="f32") for p in FLOAT8}      # FP8: INT8's tiling, f32 sums
     manual = dict(a_ldmatrix=0, b_ldmatrix=0)      # ld.shared + packing instead of ldmatrix
     families = {

@@ -27,6 +27,19 @@ def s4_note(target):
             "widens in the kernel instead.")
 
 
+def conversion_note(target):
+    """The precisions whose mma.sync ptxas converts on this target
+    (Precision.mma_converted_on), or "" where none."""
+    from .precision import PRECISIONS
+
+    cc = parse_target(target)
+    names = [p.name for p in PRECISIONS.values() if cc in p.mma_converted_on]
+    if not names:
+        return ""
+    return (f"{target_name(cc)}: ptxas converts {' and '.join(names)} mma.sync to f16 HMMA; their wgmma "
+            "is native.")
+
+
 @entry("python -m numgemm.inspect")
 def main(argv=None):
     from . import registry
@@ -56,6 +69,8 @@ def main(argv=None):
         ap.error("name a kernel, or --all, or --list")
     kernel_names(names, (args.preset,))
     print(s4_note(args.target))
+    if conversion_note(args.target):
+        print(conversion_note(args.target))
     for name in names:
         cfg = registry.get(name, args.preset)
         if args.linkage:

@@ -5,11 +5,12 @@ import sys
 
 import pytest
 
-from numgemm.inspect import main, s4_note
+from numgemm.inspect import conversion_note, main, s4_note
 
 
 def test_s4_note_is_a_fact_about_the_target():
     assert "native" in s4_note("sm_89") and "no native" in s4_note("sm_90")
+    assert conversion_note("sm_89") == "" and "e4m3 and e5m2 mma.sync to f16 HMMA" in conversion_note("sm_90")
 
 
 @pytest.mark.builds

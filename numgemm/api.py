@@ -26,8 +26,9 @@ from .views import transposed
 __all__ = ["GemmPlan", "NotOnThisGPU", "gemm", "plan_gemm", "transposed", "with_c_dtype"]
 
 
-def gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, out_dtype=None, k=None, stream=None):
-    """C = A @ B.
+def gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, out_dtype=None, k=None, stream=None,
+         scale_a=None, scale_b=None, bias=None, activation=None):
+    """C = A @ B, or with an epilogue C = activation(scale_a * scale_b * (A @ B) + bias).
 
     a: (M, K) or (batch, M, K); b: (K, N) or (batch, K, N), or (K, N) shared by
     every batch. precision: "fp16" (float16 in, float32 out), "bf16"
@@ -42,8 +43,16 @@ def gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, out_dty
     the operands' framework: numgemm.frameworks), a raw handle, or a stream
     of torch, CuPy or Numba. Returns out, or a new C in the operands'
     framework (a NumPy array when a and b are NumPy).
+
+    The epilogue (the float precisions: on the f32 sums, in the kernel,
+    before C is rounded to out_dtype): scale_a a number or float32 array of
+    one element, or one a row of C ((M,) or (M, 1), torch._scaled_mm's
+    row-wise form); scale_b one element, or one a column ((N,) or (1, N));
+    bias (N,) float32; activation "relu", "gelu" (tanh form) or "silu".
+    Arrays live where a and b do.
     """
-    call = _call(a, b, out, stream, (precision, kernel, preset, k, str(out_dtype)))
+    given = (scale_a, scale_b, bias, activation)
+    call = _call(a, b, out, stream, (precision, kernel, preset, k, str(out_dtype)), given)
     if call is not None:
         key, addresses, handle, fw, device = call
         try:
@@ -57,10 +66,13 @@ def gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, out_dty
                 return out
             c, c_address = repeat.new_c(fw, device, handle, stream is None)
             if c_address is not None:
-                repeat((*addresses[:2], c_address), handle)
+                repeat((*addresses[:2], c_address, *addresses[3:]), handle)
                 return c
-    shape = checks.checked(a, b, precision, kernel, preset, k, out, out_dtype)
+    shape = checks.checked(a, b, precision, kernel, preset, k, out, out_dtype, given)
     if 0 in shape.mnk:                          # as NumPy answers: empty, or zeros for K = 0
+        if shape.mnk[2] == 0 and (bias is not None or activation is not None) and shape.mnk[0] * shape.mnk[1]:
+            raise ValueError("K = 0 with a bias or activation: C would be activation(bias) in every row, which "
+                             "gemm() does not compute; leave the bias and activation to the caller")
         return _empty_product(a, b, shape, out)
     plan = plans.make(a, b, shape, preset, out, stream)
     plan.launch()
@@ -69,7 +81,7 @@ def gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, out_dty
         new_c = None
         if out is None:
             new_c = _NewC(result, shape.c_dtype)
-            addresses = (*addresses[:2], new_c.address_of(result))
+            addresses = (*addresses[:2], new_c.address_of(result), *addresses[3:])
         _REPEATS[key] = Repeat(plan.prepared, addresses, plan.maps, new_c, (fw, device), plan.stateful)
         if len(_REPEATS) > _REPEATS_MAX:
             _REPEATS.popitem(last=False)
@@ -87,17 +99,20 @@ _REPEATS = collections.OrderedDict()
 _REPEATS_MAX = 256
 
 
-def _call(a, b, out, stream, options):
-    """(key, the arrays' addresses (a, b, out or None), the stream's raw
-    handle, the result's framework, its torch device) of a call on device
-    arrays, or None where no Repeat can serve it (a host array, no CUDA
-    context yet). The key is everything a prepared call depends on but the
-    addresses: the arrays' descriptions (frameworks.describe), which of them
-    share an address, the options, the context and the stream (a Repeat's
-    workspaces are used by one stream at a time)."""
+def _call(a, b, out, stream, options, epilogue):
+    """(key, the arrays' addresses (a, b, out or None, then the epilogue's
+    scale_a, scale_b and bias, or 0), the stream's raw handle, the result's
+    framework, its torch device) of a call on device arrays, or None where
+    no Repeat can serve it (a host array, no CUDA context yet). The key is
+    everything a prepared call depends on but the addresses: the arrays'
+    descriptions (frameworks.describe), which of them share an address, the
+    options (a scale given as a number among them), the context and the
+    stream (a Repeat's workspaces are used by one stream at a time)."""
     da, db = frameworks.describe(a), frameworks.describe(b)
     dc = frameworks.describe(out) if out is not None else (None, None)
-    if da is None or db is None or dc is None:
+    dv = [(0, x) if x is None or isinstance(x, str) or checks.is_number(x) else frameworks.describe(x)
+          for x in epilogue]
+    if da is None or db is None or dc is None or None in dv:
         return None
     ctx = driver.current_context()
     if not ctx:                                 # no context yet: the first call makes one
@@ -106,9 +121,10 @@ def _call(a, b, out, stream, options):
     fw = next(k for k in frameworks.ORDER if k in kinds)
     device = next((d[1][4] for d in (da, db, dc) if d[1] is not None and d[1][0] == "torch"), None)
     handle = frameworks.handle(stream) if stream is not None else frameworks.current_stream(fw, device)
-    addresses = (da[0], db[0], dc[0])
-    shared = (da[0] == db[0], dc[0] == da[0] or dc[0] == db[0])
-    return (da[1], db[1], dc[1], shared, options, ctx, handle), addresses, handle, fw, device
+    addresses = (da[0], db[0], dc[0], *(d[0] for d in dv[:3]))
+    shared = tuple(addresses.index(p) if p else -1 for p in addresses)     # each one's first place
+    return ((da[1], db[1], dc[1], *(d[1] for d in dv), shared, options, ctx, handle), addresses, handle, fw,
+            device)
 
 
 class _NewC:
@@ -166,10 +182,12 @@ def _empty_product(a, b, shape, out):
     return result
 
 
-def plan_gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, out_dtype=None, k=None, stream=None):
-    """Validate the operands, pick and compile the kernel: a GemmPlan. With
-    stream=None its launches follow the framework's current stream."""
-    shape = checks.checked(a, b, precision, kernel, preset, k, out, out_dtype)
+def plan_gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, out_dtype=None, k=None, stream=None,
+              scale_a=None, scale_b=None, bias=None, activation=None):
+    """Validate the operands, pick and compile the kernel: a GemmPlan (the
+    arguments as gemm()'s). With stream=None its launches follow the
+    framework's current stream."""
+    shape = checks.checked(a, b, precision, kernel, preset, k, out, out_dtype, (scale_a, scale_b, bias, activation))
     if 0 in shape.mnk:
         raise ValueError(f"plan_gemm needs M, N and K of at least 1, got {shape.mnk}; gemm() answers empty "
                          "shapes as NumPy does")

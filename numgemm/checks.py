@@ -1,6 +1,7 @@
 """What gemm() checks before any GPU is needed: dtypes, ranks, K and its
-bound, the inner dimensions, the batch, the preset, the kernel named and C's
-dtype, each refused with a message naming the argument (Shape: what passed)."""
+bound, the inner dimensions, the batch, the preset, the kernel named, C's
+dtype and the epilogue's scales, bias and activation, each refused with a
+message naming the argument (Shape: what passed)."""
 
 from dataclasses import dataclass
 
@@ -8,7 +9,7 @@ import numpy as np
 
 from . import frameworks, registry
 from .config import KernelConfig
-from .precision import BY_DTYPE, PRECISIONS
+from .precision import BY_DTYPE, NARROW, PRECISIONS
 
 
 @dataclass
@@ -19,16 +20,19 @@ class Shape:
     b_units: bool                   # INT4 B as K x N 16-bit units
     cfg: object                     # the KernelConfig named by kernel= (storing C as c_dtype), or None
     c_dtype: object                 # C's NumPy dtype
+    epilogue: dict = None           # KernelConfig's epilogue fields the call asks for (Epilogue.fields)
+    vectors: tuple = (None,) * 3    # scale_a, scale_b, bias as given: an array, a number, or None
 
     @property
     def mnk(self):
         return self.bmnk[1:]
 
 
-def checked(a, b, precision, kernel, preset, k, out=None, out_dtype=None):
+def checked(a, b, precision, kernel, preset, k, out=None, out_dtype=None, epilogue=(None,) * 4):
     """Everything about the arguments that needs no GPU: dtypes, ranks, K and
-    its bound, the inner dimensions, the batch, the preset, the kernel named
-    and C's dtype, each refused with a message naming the argument."""
+    its bound, the inner dimensions, the batch, the preset, the kernel named,
+    C's dtype and the epilogue (scale_a, scale_b, bias, activation), each
+    refused with a message naming the argument."""
     if preset not in registry.PRESETS:
         raise ValueError(f"preset must be one of {registry.PRESETS}, got {preset!r}")
     cfg = None
@@ -64,9 +68,53 @@ def checked(a, b, precision, kernel, preset, k, out=None, out_dtype=None):
     if batch > 65535:
         raise ValueError(f"batch {batch} is more than the grid allows (65535)")
     c_dtype = _c_dtype(prec, cfg, out, out_dtype)
+    fields = _epilogue(prec, M, N, a, *epilogue)
     if cfg is not None:                 # refused here, before the GPU is needed, where it cannot
-        cfg = with_c_dtype(cfg, c_dtype)
-    return Shape(precision, prec, (batch, M, N, K), b_units, cfg, c_dtype)
+        cfg = with_epilogue(with_c_dtype(cfg, c_dtype), fields)
+    return Shape(precision, prec, (batch, M, N, K), b_units, cfg, c_dtype, fields, tuple(epilogue[:3]))
+
+
+def _epilogue(prec, M, N, a, scale_a, scale_b, bias, activation):
+    """KernelConfig's epilogue fields for gemm()'s scale_a, scale_b, bias and
+    activation: a scale is a number or a float32 array of one element
+    ("tensor"), or of one a row of C (scale_a: (M,) or (M, 1), "row") or a
+    column (scale_b: (N,) or (1, N), "col"); the bias (N,) float32. Arrays
+    live where the operands do (NumPy with NumPy, else on the GPU)."""
+    host = isinstance(a, np.ndarray)
+    fields = {"scale_a": "", "scale_b": "", "bias": False, "act": ""}
+    for name, x, per, n, along in (("scale_a", scale_a, "row", M, (M, 1)), ("scale_b", scale_b, "col", N, (1, N)),
+                                   ("bias", bias, "col", N, None)):
+        if x is None:
+            continue
+        if is_number(x) and name != "bias":
+            fields[name] = "tensor"
+            continue
+        fw = frameworks.kind(x)
+        if fw is None or (fw == "torch" and not x.is_cuda) or (fw == "numpy") != host:
+            raise TypeError(f"{name} must be " + ("a number or " if name != "bias" else "") +
+                            f"a float32 {'NumPy' if host else 'GPU'} array, as a and b are; got {type(x).__name__}"
+                            + (" on the CPU" if fw == "torch" else ""))
+        if dtype_name(x) != "float32":
+            raise TypeError(f"{name} must be float32; got dtype {dtype_name(x)}")
+        shape = tuple(x.shape)
+        if name != "bias" and int(np.prod(shape)) == 1:
+            fields[name] = "tensor"
+        elif shape == (n,) or (along is not None and shape == along):
+            fields[name] = True if name == "bias" else per
+        else:
+            wanted = f"({n},)" + (f" or {along}" if along else "") + (" or one element" if name != "bias" else "")
+            raise ValueError(f"{name} must have shape {wanted} for C of {M} x {N}; got {shape}")
+    if activation is not None:
+        names = KernelConfig.__dataclass_fields__["act"].metadata["values"][1:]
+        if activation not in names:
+            raise ValueError(f"activation must be one of {', '.join(names)} or None; got {activation!r}")
+        fields["act"] = activation
+    if any(fields.values()) and prec.acc != "f32":
+        given = [k for k, v in zip(("scale_a", "scale_b", "bias", "activation"), (scale_a, scale_b, bias, activation))
+                 if v is not None]
+        raise ValueError(f"{', '.join(given)}: the epilogue runs on f32 sums (fp16, bf16, e4m3, e5m2); "
+                         f"{prec.name}'s C is its exact {np.dtype(prec.out_dtype).name} sums")
+    return fields
 
 
 def _c_dtype(prec, cfg, out, out_dtype):
@@ -77,17 +125,18 @@ def _c_dtype(prec, cfg, out, out_dtype):
     if given is None:
         return cfg.c_dtype if cfg is not None else np.dtype(prec.out_dtype)
     name = getattr(given, "__name__", str(given).removeprefix("torch."))     # ml_dtypes' type; torch's dtype
-    if name in prec.dtype_aliases:          # bfloat16: BF16's C, as its bit patterns
-        if prec.narrow_out is None:         # (FP8's C is float32)
-            raise TypeError(f"{what}: {prec.name} gives C as {np.dtype(prec.out_dtype).name}; got {name}")
-        return np.dtype(prec.narrow_out)
+    named = [np.dtype(prec.out_dtype).name, *(NARROW[n].dtype_name for n in prec.narrows)]
+    narrow = next((n for n in prec.narrows if NARROW[n].encoding and NARROW[n].encoding == name), "")
+    if narrow:                              # bfloat16: a C of its bit patterns
+        return np.dtype(NARROW[narrow].dtype)
+    if name in prec.dtype_aliases:          # FP8's own format is no C
+        raise TypeError(f"{what}: {prec.name} gives C as {' or '.join(named)}; got {name}")
     try:                                    # a torch dtype by its name: torch.float16
         want = np.dtype(name if type(given).__module__ == "torch" else given)
     except TypeError:
         raise TypeError(f"{what} must name a NumPy dtype, got {given!r}") from None
-    allowed = list(prec.out_dtypes)
-    if want not in allowed:
-        raise TypeError(f"{what}: {prec.name} gives C as {' or '.join(d.name for d in allowed)}; got {want.name}")
+    if want not in prec.out_dtypes:
+        raise TypeError(f"{what}: {prec.name} gives C as {' or '.join(named)}; got {want.name}")
     return want
 
 
@@ -135,17 +184,42 @@ def _true_k(prec, width, k):
     return k
 
 
+def is_number(x):
+    """Whether x is a real number (Python's or NumPy's), which a scale may be."""
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
+
+
+def with_epilogue(cfg, fields, chosen=False):
+    """cfg with the epilogue a call asks for (fields: KernelConfig's scale_a,
+    scale_b, bias, act); a kernel gemm() chose that adds split-K's slices in
+    its last blocks, or streams K, has them summed by the split-K kernel
+    instead, which applies it to whole sums."""
+    have = {f: getattr(cfg, f) for f in fields}
+    if have == fields:
+        return cfg
+    if cfg.epilogue:
+        raise ValueError(f"kernel {cfg.name} applies {have}; the call asks for {fields}")
+    changes = dict(fields)
+    if chosen and (cfg.split_sum == "last" or cfg.stream_k):
+        changes.update(split_sum="kernel", stream_k=False)
+    try:
+        return cfg.replace(**changes)
+    except ValueError as e:
+        raise ValueError(f"kernel {cfg.name} cannot apply the epilogue: {e}") from None
+
+
 def with_c_dtype(cfg, c_dtype, chosen=False):
     """cfg storing C as c_dtype: the f32 sums rounded to the precision's
-    narrower C (FP16: float16, out="f16"; BF16: bfloat16's bits, out="bf16")
-    where that is wanted; a kernel gemm() chose that sums split-K in its
+    narrower C (FP16: float16, out="f16"; BF16: bfloat16's bits, out="bf16";
+    FP8: either) where that is wanted; a kernel gemm() chose that sums split-K in its
     last blocks has its slices summed by the split-K kernel instead, which
     rounds them."""
     if cfg.c_dtype == c_dtype:
         return cfg
-    if cfg.prec.narrow_out is None or c_dtype != np.dtype(cfg.prec.narrow_out):
+    narrow = cfg.prec.narrow_of(c_dtype)
+    if not narrow:
         raise ValueError(f"kernel {cfg.name} stores C as {cfg.c_dtype.name}, not {c_dtype.name}")
-    changes = {"out": cfg.prec.narrow}
+    changes = {"out": narrow}
     if chosen and cfg.split_sum == "last":
         changes["split_sum"] = "kernel"
     try:

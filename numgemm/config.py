@@ -9,7 +9,7 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 
 import numpy as np
 
-from .precision import PRECISIONS
+from .precision import NARROW, PRECISIONS
 from .tiles import RING_STAGES, TileGeometry
 from .toolchain import parse_target, target_name
 
@@ -77,6 +77,13 @@ class KernelConfig(TileGeometry):
     # C's elements: "" the accumulator's type (f32, s32; f16 for acc=f16) | the precision's narrow
     # format (f16, bf16: the f32 sums rounded as stored, as torch.matmul returns C, half the bytes)
     out: str = knob("", values=("", "f16", "bf16"), suffix="c{}")
+    # the epilogue on f32 sums, before C's rounding (numgemm.kernel.epilogue):
+    # C = act(scale_a * scale_b * (A @ B) + bias), A's scale one value (tensor)
+    # or one a row of C, B's one or one a column, the bias one a column
+    scale_a: str = knob("", values=("", "tensor", "row"), suffix="sa{}")
+    scale_b: str = knob("", values=("", "tensor", "col"), suffix="sb{}")
+    bias: bool = knob(False, suffix="bias")
+    act: str = knob("", values=("", "relu", "gelu", "silu"), suffix="{}")
     # bytes added to each shared-memory row (bank conflicts)
     smem_pad: int = knob(16, suffix="pad{}")
     # instead of padding, 128-byte shared rows whose 16-byte chunk c of
@@ -228,7 +235,7 @@ class KernelConfig(TileGeometry):
         """The dtype of C's elements (BF16's narrow C: its bit patterns, uint16)."""
         if self.acc == "f16":
             return np.dtype(np.float16)
-        return np.dtype(self.prec.narrow_out if self.out else self.prec.out_dtype)
+        return np.dtype(NARROW[self.out].dtype if self.out else self.prec.out_dtype)
 
     @property
     def c_bits(self):
@@ -236,6 +243,11 @@ class KernelConfig(TileGeometry):
         f16 sums, or (out=f16, bf16) f32 sums it rounds. Split-K's kernel
         stores f32 slices, which the sum kernel rounds (split_k.SplitSum)."""
         return self.acc == "f16" or (bool(self.out) and self.split_k == 1)
+
+    @property
+    def epilogue(self):
+        """Whether the sums pass through the epilogue (scales, bias, activation) on their way to C."""
+        return bool(self.scale_a or self.scale_b or self.bias or self.act)
 
     @property
     def threads(self):
@@ -478,8 +490,8 @@ class KernelConfig(TileGeometry):
                        f"{self.b_layout.upper()} (K x N int8 would need its k-pairs laid out apart)")
         if self.acc not in p.mma_types:
             err.append(f"{self.precision} cannot accumulate in {self.acc}")
-        if self.out and self.out != p.narrow:
-            err.append(f"out={self.out}: {self.precision} rounds C to {p.narrow or 'no narrower format'}")
+        if self.out and self.out not in p.narrows:
+            err.append(f"out={self.out}: {self.precision} rounds C to {' or '.join(p.narrows) or 'no narrower format'}")
         elif self.out and (self.acc != "f32" or self.op not in ("mma", "wgmma") or self.split_sum == "last"):
             err.append(f"out={self.out} rounds f32 sums in the mma and wgmma epilogues (acc=f32; split-K "
                        "summed by its own kernel, split_sum=kernel); f16 accumulation stores half already")

@@ -13,7 +13,7 @@ poisoned first (Precision.poison) so that an element never written fails.
 
 import numpy as np
 
-from .precision import PRECISIONS
+from .precision import BY_ENCODING, PRECISIONS
 from .quant import pack_int4, pack_int4_kn, unpack_int4, unpack_int4_kn
 
 
@@ -66,6 +66,40 @@ def kernel_operands(cfg, batch, M, N, K, rng):
     return (*in_layout(cfg.precision, cfg.b_layout, a, b), expected(cfg.precision, a, b))
 
 
+#: The activations of gemm()'s epilogue (numgemm.kernel.epilogue), in float64.
+ACTIVATIONS = {"relu": lambda x: np.maximum(x, 0.0),
+               "gelu": lambda x: 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3))),
+               "silu": lambda x: x / (1.0 + np.exp(-x))}
+
+
+def through_epilogue(ref, scale_a=None, scale_b=None, bias=None, activation=None):
+    """An exact product ref (..., M, N) through gemm()'s epilogue, in float64:
+    activation(scale_a * scale_b * ref + bias), scale_a one value or one a
+    row, scale_b one value or one a column, bias one a column."""
+    def factor(x, axis):
+        x = np.asarray(x, np.float64)
+        return x.reshape(-1, 1) if axis == 0 and x.size > 1 else x.reshape(-1) if x.size > 1 else x.reshape(())
+    out = np.asarray(ref, np.float64)
+    if scale_a is not None:
+        out = out * factor(scale_a, 0)
+    if scale_b is not None:
+        out = out * factor(scale_b, 1)
+    if bias is not None:
+        out = out + np.asarray(bias, np.float64).reshape(-1)
+    return ACTIVATIONS[activation](out) if activation else out
+
+
+def epilogue_vectors(fields, M, N, rng):
+    """Fresh (scale_a, scale_b, bias) for an epilogue's fields (a dict, or a
+    KernelConfig's), each None where it has none: scales in [0.5, 2), one
+    value or one a row / column of C; the bias standard normal."""
+    get = fields.get if isinstance(fields, dict) else lambda k: getattr(fields, k)
+    size = {"tensor": 1, "row": M, "col": N}
+    sa, sb = (rng.uniform(0.5, 2.0, size[get(k)]).astype(np.float32) if get(k) else None
+              for k in ("scale_a", "scale_b"))
+    return sa, sb, rng.standard_normal(N, dtype=np.float32) if get("bias") else None
+
+
 def poisoned(precision, shape, dtype=None):
     """A device output of this shape and dtype (a kernel's KernelConfig.c_dtype;
     None: the precision's) filled with the precision's poison (BF16's bits
@@ -77,9 +111,10 @@ def poisoned(precision, shape, dtype=None):
 
 
 def poison(precision, dtype):
-    """The precision's poison as a C of dtype holds it (BF16's bits of NaN in uint16)."""
+    """The precision's poison as a C of dtype holds it (bfloat16's bits of NaN in uint16)."""
     prec = PRECISIONS[precision]
-    return prec.encode(np.float32(prec.poison)) if prec.encoding and np.dtype(dtype) == prec.host_dtype else prec.poison
+    encoding = prec.encoding_of(dtype)
+    return PRECISIONS[BY_ENCODING[encoding]].encode(np.float32(prec.poison)) if encoding else prec.poison
 
 
 def mismatch(got, ref, precision, acc=""):
@@ -93,7 +128,7 @@ def mismatch(got, ref, precision, acc=""):
             i = tuple(int(x) for x in np.unravel_index(bad[0], ref.shape))
             return f"{bad.size} of {ref.size} entries differ; first at {i}: {got[i]} != {ref[i]}"
         return None
-    narrow = prec.narrow_out is not None and got.dtype == np.dtype(prec.narrow_out)     # C rounded to it
+    narrow = prec.narrow_of(got.dtype)         # C rounded to a narrow format, or ""
     got = prec.decode(got)
     if not np.all(np.isfinite(got)):
         return f"{np.count_nonzero(~np.isfinite(got))} entries are not finite (unwritten or overflowed)"

@@ -44,6 +44,7 @@ class GemmPlan:
                                     # workspace its widening kernel fills)
     maps: tuple = ()                # copy="tma", c_tma: the tensormap.Maps its kernel reads, its own
     pads: tuple = ()                # (operand, its copy in padded rows): copied by every launch, first
+    owned: tuple = ()               # the epilogue's vectors of the plan's own (a scale given as a number)
     framework: str = "numba"        # of the result: whose current stream a following plan launches on
     device: object = None           # torch's device index, for its current stream
     first_stream: int = 0           # the stream the plan was made on
@@ -70,12 +71,13 @@ class GemmPlan:
             self.args = (*self.args[:2], (self.workspace, C, self.counts), *self.args[3:])
         elif self.workspace is not None:                 # split-K: the partial sums, then their sum
             spec = SplitSum.of(self.cfg)
-            then = Launch(helper_function(spec, device).handle, spec.grid(*C.shape), spec.threads, 0,
+            shape = (C[0] if isinstance(C, tuple) else C).shape        # C, or (C, the epilogue's vectors)
+            then = Launch(helper_function(spec, device).handle, spec.grid(*shape), spec.threads, 0,
                            stream, launch_args(spec.argtypes(), (self.workspace, C, self.cfg.split_k)), spec.name)
             self.args = (*self.args[:2], self.workspace, *self.args[3:])
         self.prepared = Launch(self.cufunc.handle, self.grid, self.cfg.threads, self.cfg.smem_bytes, stream,
                                 launch_args(argtypes(self.cfg), self.args), self.cfg.name, self.cfg.cluster,
-                                then, (self.workspace, self.counts, self.maps))
+                                then, (self.workspace, self.counts, self.maps, self.owned))
         if self.widened is not None:                     # unpack="pass": an operand widened first, every launch
             spec, (B, W) = WidenPass(), self.widened
             self.prepared = Launch(helper_function(spec, device).handle, spec.grid(B), spec.threads, 0, stream,
@@ -89,7 +91,7 @@ class GemmPlan:
     @property
     def stateful(self):
         """Whether its launch reads device state of numgemm's own."""
-        return bool(self.maps or self.pads) or any(x is not None for x in (self.workspace, self.counts, self.widened))
+        return bool(self.maps or self.pads or self.owned) or any(x is not None for x in (self.workspace, self.counts, self.widened))
 
     def launch(self, stream=None):
         """Enqueue the GEMM: on stream (a raw handle or a stream object), else
@@ -146,8 +148,8 @@ def make(a, b, shape, preset, out, stream):
     dev = cuda.get_current_device()
     cc = tuple(dev.compute_capability)
     cfg = kernel_for(shape.cfg, precision, layout, preset, (M, N, K), cc)
-    if shape.cfg is None:               # gemm()'s choice, storing C as asked
-        cfg = checks.with_c_dtype(cfg, shape.c_dtype, chosen=True)
+    if shape.cfg is None:               # gemm()'s choice, storing C as asked, with the epilogue asked for
+        cfg = checks.with_epilogue(checks.with_c_dtype(cfg, shape.c_dtype, chosen=True), shape.epilogue, True)
     if batch * cfg.split_k > 65535:         # grid.z: the batch times the split
         if shape.cfg is not None:
             raise ValueError(f"kernel {cfg.name} splits K {cfg.split_k} ways: batch {batch} x {cfg.split_k} is "
@@ -161,7 +163,7 @@ def make(a, b, shape, preset, out, stream):
     (A, pad_a), (B, pad_b) = (views.aligned_rows(views.as_bytes(x), alloc)
                               for x in (a3, b3 if layout == "kn" else views.transposed(b3)))
     pads = tuple(p for p in (pad_a, pad_b) if p is not None)
-    encoding = shape.prec.encoding if cfg.out else ""       # BF16's C in bfloat16: its bits
+    encoding = shape.prec.encoding_of(cfg.c_dtype)          # a C of bfloat16: its bits
     C, host_out, result = views.output(out, a.ndim == 3 or b.ndim == 3, batch, M, N, cfg.c_dtype, host, alloc,
                                        encoding)
     c_aligned = int(C.device_ctypes_pointer.value % 32 == 0
@@ -170,14 +172,15 @@ def make(a, b, shape, preset, out, stream):
         C = views.as_bits(C)
     from .kernel import HOST
 
-    p = Parts(cfg, A, B, C, batch, M, N, c_aligned, dev.MULTIPROCESSOR_COUNT, alloc, stream)
+    vectors, owned = views.vectors(shape.vectors, stream)
+    p = Parts(cfg, A, B, C, batch, M, N, c_aligned, dev.MULTIPROCESSOR_COUNT, alloc, stream, vectors)
     KB, k_rows = A.shape[2], B.shape[1] if layout == "kn" else K      # bytes of A's rows; B's k rows
     for step in HOST:                   # each feature's device state and views: its own module's
         step(p)
     return GemmPlan(cfg, (p.A, p.B, p.C, p.kM, p.kN, k_rows, KB, p.B.shape[2], p.c_aligned, p.ab_maps),
                     (p.tiles(), 1, batch * cfg.split_k), result, host_out, None if follow else stream,
                     workspace=p.work, counts=p.counts, widened=p.widened, maps=tuple(p.maps), pads=pads,
-                    framework=fw, device=device, first_stream=stream)
+                    owned=owned, framework=fw, device=device, first_stream=stream)
 
 
 @dataclass
@@ -200,6 +203,7 @@ class Parts:
     sms: int
     alloc: object                   # a frameworks.Allocator
     stream: int
+    vectors: tuple = (None,) * 3    # the epilogue's scale_a, scale_b, bias: 1-D Numba views, or None
     maps: list = field(default_factory=list)
     ab_maps: object = 0             # copy="tma": the address of A's and B's tensor maps
     work: object = None

@@ -46,7 +46,7 @@ def intensity(precision, n, batch=1):
     M, N, K = _square(n)
     prec = PRECISIONS[precision]
     bits = prec.bits
-    out_bytes = np.dtype(prec.narrow_out if prec.narrow_out is not None else prec.out_dtype).itemsize
+    out_bytes = np.dtype(prec.narrow_out or prec.out_dtype).itemsize
     return 2.0 * M * N * K / (bits / 8 * (M * K + K * N) + out_bytes * M * N)
 
 

@@ -16,6 +16,28 @@ import numpy as np
 
 
 @dataclass(frozen=True)
+class Narrow:
+    """A C narrower than the f32 sums, each rounded as it is stored
+    (KernelConfig.out names it): its host dtype (bfloat16 as its bit
+    patterns), the dtype name torch and ml_dtypes give it, the encoding its
+    host array holds ("" where NumPy has the type), its significand bits
+    (its rounding, 2**-digits)."""
+    name: str
+    dtype: object
+    dtype_name: str
+    encoding: str
+    digits: int
+
+    @property
+    def cvt(self):
+        """The routine that rounds an f32 pair to it (ptx_asm/pack.ptx)."""
+        return f"cvt_{self.name}x2_f32"
+
+
+NARROW = {"f16": Narrow("f16", np.float16, "float16", "", 11), "bf16": Narrow("bf16", np.uint16, "bfloat16", "bfloat16", 8)}
+
+
+@dataclass(frozen=True)
 class Precision:
     name: str
     kind: str                 # "float" (compared by relative error) or "integer" (compared exactly)
@@ -33,9 +55,7 @@ class Precision:
     wgmma: str = ""           # the wgmma routine at N = 256 (ptx_asm/wgmma.ptx); "": none (s4)
     sass_mma: str = ""        # the mma.sync opcode, {m}{n}{k} and {acc} (F32, F16) to fill in
     sass_wgmma: str = ""      # the wgmma opcode, {m}x{n}x{k} to fill in
-    narrow_out: object = None  # a narrower C it may store (FP16: float16, the f32 sums rounded; BF16: its bits)
-    narrow: str = ""          # that C's format: KernelConfig.out's value, its pack.ptx cvt_<narrow>x2_f32
-    narrow_digits: int = 0    # that format's significand bits (f16 11, bf16 8): its rounding, 2**-digits
+    narrows: tuple = ()       # the narrower C's it may store (NARROW), its own first (FP16: f16; FP8: bf16, f16)
     b_layouts: tuple = ("nk",)  # the layouts of B its kernels read ("kn": K x N, "nk": the transpose of N x K)
     b_units: object = None    # where a K x N B comes as 16-bit units of k_per_unit k (INT4): their dtype
     widens_to: str = ""       # the precision a widening kernel issues instructions of (INT4: int8)
@@ -54,9 +74,26 @@ class Precision:
     mma_converted_on: tuple = ()  # GPUs whose ptxas converts its mma.sync to f16 HMMA (FP8 on sm_90)
 
     @property
-    def narrow_cvt(self):
-        """The routine that rounds an f32 pair to the narrow C's format (pack.ptx)."""
-        return f"cvt_{self.narrow}x2_f32"
+    def narrow(self):
+        """Its own narrow C (the first of narrows: F.linear's C in its dtype), or ""."""
+        return self.narrows[0] if self.narrows else ""
+
+    @property
+    def narrow_out(self):
+        """That C's host dtype, or None."""
+        return NARROW[self.narrow].dtype if self.narrows else None
+
+    def narrow_of(self, dtype):
+        """The narrow C (of narrows) whose host dtype is dtype, or ""."""
+        return next((n for n in self.narrows if np.dtype(NARROW[n].dtype) == np.dtype(dtype)), "")
+
+    def encoding_of(self, dtype):
+        """The encoding whose bit patterns an array of dtype holds: its
+        operands' (host_dtype), a narrow C's (bfloat16), else ""."""
+        if self.encoding and np.dtype(dtype) == np.dtype(self.host_dtype):
+            return self.encoding
+        narrow = self.narrow_of(dtype)
+        return NARROW[narrow].encoding if narrow else ""
 
     @property
     def dtype_aliases(self):
@@ -75,13 +112,12 @@ class Precision:
     def decode(self, a):
         """Host operands (or C) as the wide values references sum: int64 for
         the integers, float64 for the floats (an encoding's bit patterns
-        read as its values)."""
+        read as its values: the operands', or a narrow C's)."""
         a = np.asarray(a)
         if self.exact:
             return a.astype(np.int64)
-        if self.encoding and a.dtype == self.host_dtype:
-            return _CODECS[self.encoding].decode(a)
-        return a.astype(np.float64)
+        encoding = self.encoding_of(a.dtype)
+        return _CODECS[encoding].decode(a) if encoding else a.astype(np.float64)
 
     def kbytes(self, k):
         """Bytes that k elements take in a row (INT4: two per byte)."""
@@ -112,8 +148,8 @@ class Precision:
 
     @property
     def out_dtypes(self):
-        """The dtypes C may have: the accumulator's, then a narrower one."""
-        return (np.dtype(self.out_dtype),) + ((np.dtype(self.narrow_out),) if self.narrow_out is not None else ())
+        """The dtypes C may have: the accumulator's, then the narrower ones."""
+        return (np.dtype(self.out_dtype),) + tuple(np.dtype(NARROW[n].dtype) for n in self.narrows)
 
     def mma_sass(self, m, n, k, acc="f32"):
         return self.sass_mma.format(m=m, n=n, k=k, acc=acc.upper())
@@ -121,15 +157,15 @@ class Precision:
     def wgmma_sass(self, m, n, k):
         return self.sass_wgmma.format(m=m, n=n, k=k)
 
-    def tolerance(self, acc="", narrow=False):
+    def tolerance(self, acc="", narrow=""):
         """Relative Frobenius error a result may have against the float64
-        reference of its operands: 0 for integers; 16-bit floats with f32
+        reference of its operands: 0 for integers; floats with f32
         accumulation 1e-3, with f16 accumulation (rounded at every step) 2e-2;
-        narrow (C rounded to the narrow format) at least that format's
-        rounding (bf16's 2**-8; f16's 2**-11 lies within 1e-3)."""
+        C rounded to a narrow format (NARROW's name) at least its rounding
+        (bf16's 2**-8; f16's 2**-11 lies within 1e-3)."""
         if self.exact:
             return 0.0
-        return max(2e-2 if acc == "f16" else 1e-3, 2.0**-self.narrow_digits if narrow else 0.0)
+        return max(2e-2 if acc == "f16" else 1e-3, 2.0**-NARROW[narrow].digits if narrow else 0.0)
 
     @property
     def poison(self):
@@ -218,6 +254,7 @@ def _fp8(name, encoding):
                      (), f"mma_m16n8k32_{name}_f32", f"wgmma_m64n256k32_f32_{name}_{name}",
                      sass_mma=f"QMMA.{{m}}{{n}}{{k}}.F32.{t}.{t}", sass_wgmma=f"QGMMA.{{m}}x{{n}}x{{k}}.F32.{t}.{t}",
                      wgmma_ns=(128, 256), dtype_names=False, encoding=encoding, tuned_as="int8", min_cc=(8, 9),
+                     narrows=("bf16", "f16"),
                      mma_converted_on=((9, 0),))
 
 
@@ -225,7 +262,7 @@ PRECISIONS = {
     "fp16": Precision("fp16", "float", 16, "f32", (16, 8), {"f32": "f16_f32", "f16": "f16_f16"}, (16, 16, 16), "f16",
                       "HMMA.16816.F32", np.float16, np.float32, (), "mma_m16n8k16_f16_f32",
                       "wgmma_m64n256k16_f32_f16_f16", sass_mma="HMMA.{m}{n}{k}.{acc}",
-                      sass_wgmma="HGMMA.{m}x{n}x{k}.F32", narrow_out=np.float16, narrow="f16", narrow_digits=11,
+                      sass_wgmma="HGMMA.{m}x{n}x{k}.F32", narrows=("f16",),
                       b_layouts=("kn", "nk"),
                       wgmma_ns=(32, 64, 128, 256), wgmma_kn_ns=(192, 320), library="cublas", wmma_regs=(8, 8, 8),
                       wmma_b_layouts=("nk", "kn")),
@@ -234,7 +271,7 @@ PRECISIONS = {
     "bf16": Precision("bf16", "float", 16, "f32", (16, 8), {"f32": "bf16_f32"}, (16, 16, 16), "bf16",
                       "HMMA.16816.F32.BF16", np.uint16, np.float32, (), "mma_m16n8k16_bf16_f32",
                       "wgmma_m64n256k16_f32_bf16_bf16", sass_mma="HMMA.{m}{n}{k}.{acc}.BF16",
-                      sass_wgmma="HGMMA.{m}x{n}x{k}.F32.BF16", narrow_out=np.uint16, narrow="bf16", narrow_digits=8,
+                      sass_wgmma="HGMMA.{m}x{n}x{k}.F32.BF16", narrows=("bf16",),
                       b_layouts=("kn", "nk"),
                       wgmma_ns=(32, 64, 128, 256), wgmma_kn_ns=(192, 320), library="cublas", dtype_names=False,
                       wmma_regs=(4, 4, 8), wmma_b_layouts=("nk", "kn"), encoding="bfloat16", tuned_as="fp16"),
@@ -254,6 +291,8 @@ PRECISIONS = {
 
 #: The formats NumPy and Numba lack whose bit patterns precisions' host arrays hold, by their dtype names.
 ENCODINGS = frozenset(p.encoding for p in PRECISIONS.values() if p.encoding)
+#: The precision of each such format (its codec: Precision.encode).
+BY_ENCODING = {p.encoding: p.name for p in PRECISIONS.values() if p.encoding}
 
 #: The precisions whose dtype names them: a's dtype -> precision (INT4's packed uint8 names none,
 #: nor BF16's uint16 bits; torch's and ml_dtypes' bfloat16 name BF16).

@@ -33,7 +33,7 @@ _BRANCH = re.compile(r"\bBRA\s+`\((\.L_x_\d+)\)")
 # The class of an instruction, by its base opcode (uniform-datapath U* forms
 # count with their vector forms): what --sass tabulates.
 CLASSES = {
-    "tensor": ("HMMA", "IMMA", "HGMMA", "IGMMA", "QGMMA", "DMMA", "BMMA"),
+    "tensor": ("HMMA", "IMMA", "QMMA", "HGMMA", "IGMMA", "QGMMA", "DMMA", "BMMA"),
     "ldmatrix": ("LDSM",),
     "async copy": ("LDGSTS", "LDGDEPBAR", "UTMALDG", "UBLKCP", "UTMACCTL"),
     "global ld": ("LDG",), "global st": ("STG", "RED", "ATOMG"),

@@ -6,7 +6,7 @@ import numpy as np
 
 from .cli import UsageError, kernel_names
 from .measure import log
-from .precision import PRECISIONS
+from .precision import NARROW, PRECISIONS
 
 PRECISION_ORDER = tuple(PRECISIONS)
 SIZES = (512, 1024, 2048, 4096, 8192)
@@ -91,14 +91,15 @@ def c_as_asked(cfg, args, chosen=False):
     from .api import with_c_dtype
 
     asked = getattr(args, "out_dtype", "float32")
-    if asked == "float32" or cfg is None or cfg.prec.narrow_out is None:
+    if asked == "float32" or cfg is None or not cfg.prec.narrows:
         return cfg
     prec = cfg.prec
-    if asked not in ("narrow", np.dtype(prec.narrow_out).name, *prec.dtype_aliases):
+    narrow = prec.narrow if asked == "narrow" else next((n for n in prec.narrows if NARROW[n].dtype_name == asked), "")
+    if not narrow:
         log(f"left out: {cfg.name}: {prec.name} has no {asked} C")
         return None
     try:
-        return with_c_dtype(cfg, np.dtype(prec.narrow_out), chosen)
+        return with_c_dtype(cfg, np.dtype(NARROW[narrow].dtype), chosen)
     except ValueError as e:
         log(f"left out: {e}")
         return None

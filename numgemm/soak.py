@@ -2,12 +2,14 @@
 
 Kept plans launched again, gemm(..., out=) repeated on the same arrays (its
 prepared-launch path), fresh calls into new outputs and calls that return a
-new C, in FP16, INT8 and INT4 at small to mid shapes, through named kernels
+new C, in every precision at small to mid shapes, through named kernels
 (every path that keeps device state of its own: TMA maps, split-K and
 stream-K workspaces and flags, the INT4 widening workspace, C's map) and
-gemm()'s own choice, on Numba arrays and, where installed, torch tensors.
-Each call gets fresh values written into its arrays and a poisoned output;
-integers must equal the exact product, FP16 within Precision.tolerance.
+gemm()'s own choice, on Numba arrays and, where installed, torch tensors;
+the float precisions' calls with or without an epilogue (EPILOGUES: its
+vectors are arrays of the call's too). Each call gets fresh values written
+into its arrays and a poisoned output; integers must equal the exact
+product, the floats within Precision.tolerance.
 
 The sequence is drawn from one seed: a failure names it and the call's
 index, and `--seed S --calls N` replays the same N calls.
@@ -31,6 +33,12 @@ from .precision import ENCODINGS, PRECISIONS
 DIMS = {"M": (1, 7, 16, 64, 130, 256, 384), "N": (8, 33, 96, 200, 384), "K": (16, 40, 96, 130, 256, 512)}
 KINDS = ("plan", "repeat", "fresh", "new_c")
 POOL = 12                   # kept plans, and arrays repeated, alive at once (the oldest dropped)
+#: The epilogue a float precision's call has, when it has one (gemm()'s
+#: scale_a, scale_b, bias, activation): FP8's per-tensor scales; the others'
+#: every vector, and an activation.
+EPILOGUES = {"e4m3": dict(scale_a="tensor", scale_b="tensor"), "e5m2": dict(scale_a="tensor", scale_b="tensor"),
+             "fp16": dict(scale_a="row", scale_b="col", bias=True, act="silu"),
+             "bf16": dict(scale_a="row", scale_b="col", bias=True, act="gelu")}
 
 
 def kernels(precision, cc):
@@ -49,7 +57,7 @@ def kernels(precision, cc):
                  get("int8_ptx_mma_k32_m16").replace(split_k=4, split_sum="last")],
         "bf16": [get("bf16_ptx_tma"), get("bf16_wgmma"), get("bf16_wgmma").replace(out="bf16", c_tma=True),
                  registry.layout_twin(get("bf16_wgmma"), "nk")],
-        **{p: [get(f"{p}_ptx_tma"), get(f"{p}_wgmma")] for p in registry.FLOAT8},
+        **{p: [get(f"{p}_ptx_tma"), get(f"{p}_wgmma"), get(f"{p}_wgmma").replace(out="bf16")] for p in registry.FLOAT8},
         "int4": [get("int4_ptx_unpack_s8_tma"), get("int4_wgmma_unpack_s8"), get("int4_wgmma_unpack_s8_swap")],
     }[precision]
     return [None] + [c for c in named if c.unsupported(cc) is None]
@@ -72,22 +80,29 @@ class Call:
     out: object = None
     plan: object = None
     values: tuple = ()      # the last values written: a (batch, M, K), b as operands.values() draws it
+    epilogue: dict = None   # KernelConfig's epilogue fields (EPILOGUES), or None
+    vectors: tuple = ()     # its scale_a, scale_b, bias on the device (or None), and the values last written
+    vector_values: tuple = ()
 
     @classmethod
-    def new(cls, precision, kernel, shape, rng, lib="numba", out=True, plan=False):
+    def new(cls, precision, kernel, shape, rng, lib="numba", out=True, plan=False, epilogue=None):
         """A call of new arrays holding fresh values; a poisoned output unless
-        out is False; its plan, if plan."""
-        call = cls(precision, kernel, shape, lib)
+        out is False; its plan, if plan; with the epilogue's fields, if any."""
+        call = cls(precision, kernel, shape, lib, epilogue=epilogue)
+        if epilogue:
+            call.vectors = tuple(None if v is None else _to_device(lib, v) for v in call._draw_vectors(rng))
         a, rows = call._draw(rng)
-        encoding = PRECISIONS[precision].encoding
-        call.a, b_rows = _to_device(lib, a, encoding), _to_device(lib, rows, encoding)
+        encoding = PRECISIONS[precision].encoding_of
+        call.a, b_rows = _to_device(lib, a, encoding(a.dtype)), _to_device(lib, rows, encoding(rows.dtype))
         call.b = _transposed(lib, b_rows) if call.nk else b_rows
         if out:
-            call.out = _to_device(lib, call._poison(), encoding)
+            poison = call._poison()
+            call.out = _to_device(lib, poison, encoding(poison.dtype))
         if plan:
             from .api import plan_gemm
 
-            call.plan = plan_gemm(call.a, call.b, precision=precision, kernel=kernel, out=call.out, k=shape[3])
+            call.plan = plan_gemm(call.a, call.b, precision=precision, kernel=kernel, out=call.out, k=shape[3],
+                                  **call._epilogue_args())
         return call
 
     @property
@@ -104,6 +119,9 @@ class Call:
         _copy_in(self.lib, _transposed(self.lib, self.b) if self.nk else self.b, rows)
         if self.out is not None:
             _copy_in(self.lib, self.out, self._poison())
+        for dst, src in zip(self.vectors, self._draw_vectors(rng) if self.epilogue else ()):
+            if dst is not None:
+                _copy_in(self.lib, dst, src)
 
     def run(self, kind="repeat"):
         """The GEMM as kind makes it ("plan": the plan launched; else gemm()
@@ -118,7 +136,8 @@ class Call:
             self.plan.launch()
             c = self.out
         else:
-            c = numgemm.gemm(self.a, self.b, precision=self.precision, kernel=self.kernel, out=self.out, k=K)
+            c = numgemm.gemm(self.a, self.b, precision=self.precision, kernel=self.kernel, out=self.out, k=K,
+                             **self._epilogue_args())
         cuda.synchronize()
         return _host(c).reshape(batch, M, N)
 
@@ -131,11 +150,24 @@ class Call:
             ref = (a.astype(np.float64) @ np.swapaxes(b, -1, -2).astype(np.float64)).astype(np.int64)
         else:
             ref = operands.expected(self.precision, a, b)
+        if self.epilogue:
+            ref = operands.through_epilogue(ref, *self.vector_values, self.epilogue.get("act"))
         return operands.mismatch(got, ref, self.precision, self.kernel.acc if self.kernel is not None else "")
 
     def describe(self):
         name = self.kernel.name if self.kernel is not None else "gemm()'s choice"
-        return f"{self.precision} {'x'.join(map(str, self.shape))} {name} on {self.lib}"
+        with_ep = f" with {self.epilogue}" if self.epilogue else ""
+        return f"{self.precision} {'x'.join(map(str, self.shape))} {name}{with_ep} on {self.lib}"
+
+    def _draw_vectors(self, rng):
+        """Fresh scale_a, scale_b and bias (kept as self.vector_values)."""
+        self.vector_values = operands.epilogue_vectors(self.epilogue, self.shape[1], self.shape[2], rng)
+        return self.vector_values
+
+    def _epilogue_args(self):
+        if not self.epilogue:
+            return {}
+        return dict(zip(("scale_a", "scale_b", "bias"), self.vectors), activation=self.epilogue.get("act"))
 
     def _draw(self, rng):
         """Fresh values (kept as self.values) as the arrays hold them: A, and
@@ -173,8 +205,10 @@ class Soak:
             precision = list(PRECISIONS)[rng.integers(len(PRECISIONS))]
             ks = self.kernels[precision]
             shape = (2 if rng.random() < 0.15 else 1, *(int(rng.choice(DIMS[d])) for d in "MNK"))
+            epilogue = EPILOGUES.get(precision) if rng.random() < 0.5 else None
             call = Call.new(precision, ks[rng.integers(len(ks))], shape, rng,
-                            self.libs[rng.integers(len(self.libs))], out=kind != "new_c", plan=kind == "plan")
+                            self.libs[rng.integers(len(self.libs))], out=kind != "new_c", plan=kind == "plan",
+                            epilogue=epilogue)
             if pool is not None:
                 pool.append(call)
                 if len(pool) > POOL:
@@ -248,21 +282,26 @@ def libraries():
 def prebuild(cc, jobs):
     """Build every kernel the soak can call, before its clock starts."""
     from . import kernel, registry, tuning
-    from .api import with_c_dtype
+    from .checks import with_c_dtype, with_epilogue
 
     cfgs = []
     for p in PRECISIONS:
+        chosen = []
         for k in kernels(p, cc):
             if k is not None:
-                cfgs.append(k)
+                chosen.append(k)
                 continue
             layout = registry.choice_layout(p)
             for M in DIMS["M"]:
                 for N in DIMS["N"]:
                     for K in DIMS["K"]:
                         cfg = tuning.choose(p, layout, M, N, K, cc)
-                        cfgs.append(with_c_dtype(cfg, np.dtype(PRECISIONS[p].out_dtype), chosen=True))
-    return kernel.prebuild(cfgs, cc, jobs)
+                        chosen.append(with_c_dtype(cfg, np.dtype(PRECISIONS[p].out_dtype), chosen=True))
+        cfgs += chosen
+        if p in EPILOGUES:
+            fields = dict(dict.fromkeys(("scale_a", "scale_b", "act"), ""), bias=False, **EPILOGUES[p])
+            cfgs += [with_epilogue(c, fields, chosen=True) for c in chosen]
+    return kernel.prebuild(list(dict.fromkeys(cfgs)), cc, jobs)
 
 
 def run(seconds, seed=None, calls=None, jobs=4, log=print):

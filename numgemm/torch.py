@@ -3,6 +3,7 @@
     import numgemm.torch
     y = torch.ops.numgemm.linear(x, layer.weight, layer.bias)   # nn.Linear's layout
     c = torch.ops.numgemm.gemm(a, b)                            # a @ b, as numgemm.gemm
+    c = torch.ops.numgemm.gemm(a8, w8.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)   # FP8
 
 Both are torch.library custom operators with fake implementations (the
 output's shape and dtype, without a GPU), so that torch.compile(fullgraph=True)
@@ -28,36 +29,43 @@ _C_DTYPE = {p.name: getattr(torch, np.dtype(p.out_dtype).name) for p in PRECISIO
 
 @torch.library.custom_op("numgemm::gemm", mutates_args=())
 def gemm(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[torch.dtype] = None,
-         kernel: Optional[str] = None, precision: Optional[str] = None) -> torch.Tensor:
+         kernel: Optional[str] = None, precision: Optional[str] = None, scale_a: Optional[torch.Tensor] = None,
+         scale_b: Optional[torch.Tensor] = None, bias: Optional[torch.Tensor] = None,
+         activation: Optional[str] = None) -> torch.Tensor:
     """C = a @ b, as numgemm.gemm() computes it (B K x N, or the transpose of
     an N x K weight: b = w.t()); out_dtype: C's dtype (FP16: float32 by
-    default, or float16)."""
-    return api.gemm(a, b, kernel=kernel, precision=precision, out_dtype=out_dtype)
+    default, or float16); scale_a, scale_b, bias (float32) and activation:
+    gemm()'s epilogue."""
+    return api.gemm(a, b, kernel=kernel, precision=precision, out_dtype=out_dtype, scale_a=scale_a,
+                    scale_b=scale_b, bias=bias, activation=activation)
 
 
 @gemm.register_fake
-def _(a, b, out_dtype=None, kernel=None, precision=None):
+def _(a, b, out_dtype=None, kernel=None, precision=None, scale_a=None, scale_b=None, bias=None, activation=None):
     batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     return a.new_empty((*batch, a.shape[-2], b.shape[-1]), dtype=out_dtype or _c_dtype(a, kernel, precision))
 
 
 @torch.library.custom_op("numgemm::linear", mutates_args=())
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
+           activation: Optional[str] = None) -> torch.Tensor:
     """nn.Linear's product: x (..., K) @ weight.t() (weight N x K, as nn.Linear
-    stores it: read in place, no copy) + bias, in x's dtype (float16 or
-    bfloat16 in, the same out, as F.linear gives). The bias is added after
-    the GEMM (not fused)."""
+    stores it: read in place, no copy) + bias, then activation ("relu",
+    "gelu" in its tanh form, "silu"), in x's dtype (float16 or bfloat16 in,
+    the same out, as F.linear gives). The bias is added to the f32 sums in
+    the GEMM's epilogue (a bias in x's dtype is widened to float32 first),
+    and C is rounded once."""
     if x.dtype not in (torch.float16, torch.bfloat16):
         raise TypeError(f"numgemm.torch.linear takes x as float16 or bfloat16; got {x.dtype}")
     rows = x.reshape(-1, x.shape[-1])
-    y = api.gemm(rows, weight.t(), out_dtype=x.dtype)
-    if bias is not None:
-        y += bias
+    if bias is not None and bias.dtype != torch.float32:
+        bias = bias.float()
+    y = api.gemm(rows, weight.t(), out_dtype=x.dtype, bias=bias, activation=activation)
     return y.reshape(*x.shape[:-1], weight.shape[0])
 
 
 @linear.register_fake
-def _(x, weight, bias=None):
+def _(x, weight, bias=None, activation=None):
     return x.new_empty((*x.shape[:-1], weight.shape[0]))
 
 

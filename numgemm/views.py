@@ -7,7 +7,7 @@ import numpy as np
 from numba import cuda
 from numba.cuda.cudadrv.devicearray import DeviceNDArray
 
-from . import frameworks, registry
+from . import checks, driver, frameworks, registry
 from .precision import ENCODINGS, PRECISIONS
 
 
@@ -104,6 +104,28 @@ def aligned_rows(x, alloc):
         return x, None
     padded = alloc.empty((x.shape[0], x.shape[1], -(-x.shape[2] // 16) * 16), np.uint8)[1]
     return padded, (x, padded)
+
+
+def vectors(given, stream):
+    """The epilogue's scale_a, scale_b and bias (checks._epilogue passed
+    them) as 1-D Numba views of float32, a row or column of C's each (or one
+    value), and those that are the plan's own: a scale given as a number,
+    copied to the GPU (which a stream's graph capture cannot do)."""
+    out, owned = [], []
+    for x in given:
+        if checks.is_number(x):
+            if driver.capturing(stream):
+                raise RuntimeError(f"a scale given as a number ({x}) is copied to the GPU, which a CUDA graph's "
+                                   "capture does not allow: pass it as a float32 GPU array")
+            x = cuda.to_device(np.full(1, x, np.float32))
+            owned.append(x)
+        elif x is not None:
+            x = device(x, "vector")
+            n = max(x.shape, default=1)
+            long = max(range(x.ndim), key=lambda i: x.shape[i], default=None)
+            x = view(x, (n,), (x.strides[long] if long is not None else 4,))
+        out.append(x)
+    return tuple(out), tuple(owned)
 
 
 def as_bits(c):

@@ -67,7 +67,10 @@ def main(argv=None):
         k = K - 1 if PRECISIONS[cfg.precision].bits < 8 else K     # a K that the packing pads
         a, b, ref = operands.kernel_operands(cfg, batch, M, N, k, rng)
         out = operands.poisoned(cfg.precision, (batch, M, N), cfg.c_dtype)
-        numgemm.gemm(a, b, precision=cfg.precision, kernel=cfg, preset=preset, out=out, k=k)
+        vectors = operands.epilogue_vectors(cfg, M, N, rng)       # the epilogue's, where it has one
+        numgemm.gemm(a, b, precision=cfg.precision, kernel=cfg, preset=preset, out=out, k=k,
+                     **dict(zip(("scale_a", "scale_b", "bias"), vectors)), activation=cfg.act or None)
+        ref = operands.through_epilogue(ref, *vectors, cfg.act)
         why = operands.mismatch(out.copy_to_host(), ref, cfg.precision, cfg.acc)
         bad += why is not None
         print(f"{label}: {'ok' if why is None else 'WRONG: ' + why}", flush=True)

@@ -45,9 +45,9 @@ BAD_INPUTS = [
     (np.zeros((4, 16), np.uint16), np.zeros((16, 4), np.uint16), {}, TypeError,
      "cannot infer the precision from dtype uint16"),
     (np.zeros((4, 16), np.uint8), np.zeros((8, 16), np.uint8).T, dict(precision="e4m3", out_dtype="float8_e4m3fn"),
-     TypeError, "out_dtype: e4m3 gives C as float32; got float8_e4m3fn"),
+     TypeError, "out_dtype: e4m3 gives C as float32 or bfloat16 or float16; got float8_e4m3fn"),
     (np.zeros((4, 16), np.uint16), np.zeros((16, 4), np.uint16), dict(precision="bf16", out_dtype="float16"),
-     TypeError, "out_dtype: bf16 gives C as float32 or uint16; got float16"),
+     TypeError, "out_dtype: bf16 gives C as float32 or bfloat16; got float16"),
 ]
 
 

@@ -15,3 +15,62 @@ def test_a_named_kernel_says_the_precision_a_dtype_leaves_open():
     assert checks.checked(a, b, None, numgemm.registry.get("int4_ptx_mma_k64"), "tuned", None).precision == "int4"
     with pytest.raises(ValueError, match="is int8; the operands are fp16"):
         checks.checked(np.zeros((4, 16), np.float16), np.zeros((16, 8), np.float16), None, "int8_wgmma", "tuned", None)
+
+
+_A, _B = np.zeros((4, 16), np.float16), np.zeros((16, 8), np.float16)
+
+
+@pytest.mark.parametrize("given,fields", [
+    ((0.5, None, None, None), dict(scale_a="tensor")),
+    ((np.ones(1, np.float32), np.ones((1, 8), np.float32), None, None), dict(scale_a="tensor", scale_b="col")),
+    ((np.ones((4, 1), np.float32), np.float32(2.0), np.ones(8, np.float32), "silu"),
+     dict(scale_a="row", scale_b="tensor", bias=True, act="silu")),
+    ((None, None, None, "gelu"), dict(act="gelu")),
+])
+def test_the_epilogues_arguments_become_its_fields(given, fields):
+    shape = checks.checked(_A, _B, None, None, "tuned", None, None, None, given)
+    assert shape.epilogue == dict(dict(scale_a="", scale_b="", bias=False, act=""), **fields)
+    named = checks.checked(_A, _B, None, "fp16_ptx_mma", "tuned", None, None, None, given).cfg
+    assert all(getattr(named, k) == v for k, v in fields.items())
+
+
+@pytest.mark.parametrize("a,given,error,message", [
+    (_A, (np.ones(5, np.float32), None, None, None), ValueError, r"scale_a must have shape \(4,\) or \(4, 1\)"),
+    (_A, (None, np.ones((8, 1), np.float32), None, None), ValueError, r"scale_b must have shape \(8,\) or \(1, 8\)"),
+    (_A, (None, None, np.ones((1, 8), np.float32), None), ValueError, r"bias must have shape \(8,\) for C"),
+    (_A, (np.ones(4), None, None, None), TypeError, "scale_a must be float32; got dtype float64"),
+    (_A, (None, None, 1.0, None), TypeError, "bias must be a float32 NumPy array, as a and b are; got float"),
+    (_A, (None, None, None, "tanh"), ValueError, "activation must be one of relu, gelu, silu or None"),
+    (np.zeros((4, 16), np.int8), (1.0, None, None, None), ValueError,
+     "scale_a: the epilogue runs on f32 sums .*int8's C is its exact int32 sums"),
+])
+def test_bad_epilogue_arguments_are_named(a, given, error, message):
+    b = _B if a.dtype == np.float16 else np.zeros((8, 16), np.int8).T
+    with pytest.raises(error, match=message):
+        checks.checked(a, b, None, None, "tuned", None, None, None, given)
+
+
+def test_a_kernel_that_cannot_apply_the_epilogue_is_refused():
+    with pytest.raises(ValueError, match="fp16_wmma.* cannot apply the epilogue.*op=wmma"):
+        checks.checked(_A, _B, None, "fp16_wmma", "tuned", None, None, None, (None, None, None, "relu"))
+    with_bias = numgemm.registry.get("fp16_ptx_mma").replace(bias=True)
+    with pytest.raises(ValueError, match="applies .*'bias': True.*the call asks for .*'bias': False"):
+        checks.checked(_A, _B, None, with_bias, "tuned", None)
+
+
+def test_gemms_choice_sums_split_k_in_its_own_kernel_for_an_epilogue():
+    cfg = numgemm.registry.get("fp16_ptx_mma_m16").replace(split_k=4, split_sum="last")
+    fields = dict(scale_a="", scale_b="", bias=True, act="relu")
+    assert checks.with_epilogue(cfg, fields, chosen=True).split_sum == "kernel"
+    with pytest.raises(ValueError, match="cannot apply the epilogue"):
+        checks.with_epilogue(cfg, fields)
+
+
+@pytest.mark.parametrize("out_dtype,want", [(None, np.float32), ("bfloat16", np.uint16), (np.float16, np.float16),
+                                            (np.uint16, np.uint16)])
+def test_fp8s_c_is_float32_bfloat16_or_float16(out_dtype, want):
+    """As torch._scaled_mm gives it: the f32 sums, or rounded to bfloat16 (its bits) or float16."""
+    a, b = np.zeros((4, 32), np.uint8), np.zeros((8, 32), np.uint8).T
+    shape = checks.checked(a, b, "e4m3", "e4m3_wgmma", "tuned", None, None, out_dtype)
+    assert shape.c_dtype == want and shape.cfg.c_dtype == want
+    assert shape.cfg.out == {np.float32: "", np.uint16: "bf16", np.float16: "f16"}[want]

@@ -6,6 +6,7 @@ import pytest
 
 from numgemm import kernel, registry
 from numgemm.config import KernelConfig, field_suffix
+from numgemm.precision import NARROW
 
 
 def test_name_derives_from_fields():
@@ -360,7 +361,9 @@ def test_half_c_is_fp16_with_f32_sums():
     with pytest.raises(ValueError, match="out=bf16: fp16 rounds C to f16"):
         fp16.replace(out="bf16")
     bf16 = KernelConfig("bf16", b_layout="kn", out="bf16")        # bfloat16's bit patterns
-    assert bf16.c_dtype == np.uint16 and bf16.c_bits and bf16.prec.narrow_cvt == "cvt_bf16x2_f32"
+    assert bf16.c_dtype == np.uint16 and bf16.c_bits and NARROW[bf16.out].cvt == "cvt_bf16x2_f32"
+    fp8 = registry.get("e4m3_wgmma")                    # FP8's C: float32, bfloat16's bits or float16
+    assert [fp8.replace(out=o).c_dtype for o in ("", "bf16", "f16")] == [np.float32, np.uint16, np.float16]
 
 
 def test_fp16_wgmma_tiles_of_64_and_32_columns_take_b_in_either_layout():

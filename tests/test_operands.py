@@ -84,4 +84,4 @@ def test_a_c_rounded_to_bf16_is_held_to_bf16s_rounding():
     assert operands.mismatch(bf16.encode(ref.astype(np.float32)), ref, "bf16") is None
     assert "relative error" in operands.mismatch(bf16.encode((ref * 1.01).astype(np.float32)), ref, "bf16")
     assert "relative error" in operands.mismatch((ref * 1.002).astype(np.float32), ref, "bf16")     # f32 C: 1e-3
-    assert bf16.tolerance(narrow=True) == 2.0**-8 and fp16.tolerance(narrow=True) == fp16.tolerance() == 1e-3
+    assert bf16.tolerance(narrow="bf16") == 2.0**-8 and fp16.tolerance(narrow="f16") == fp16.tolerance() == 1e-3

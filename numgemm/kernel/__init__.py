@@ -5,6 +5,7 @@
     skeleton_ws.py     the warp-specialised kernel (wgmma): a producer
                        warpgroup fills the ring, consumer warpgroups compute
     seams.py           WarpRoutine and CopyRoutine
+    epilogue.py        scales, bias and activation on the f32 sums, around the store
     warp_mma.py        ldmatrix + mma.sync (ptx_asm/)
     warp_wgmma.py      wgmma from shared-memory descriptors (ptx_asm/, sm_90a)
     warp_wmma.py       WMMA (baselines/)
@@ -47,6 +48,7 @@ from . import (
     copy_widen,
     copy_widen_ring,
     dp4a,
+    epilogue,
     skeleton,
     skeleton_ws,
     split_k,
@@ -60,13 +62,14 @@ from .regs import OUT, i32, u8, u32, u64
 #: Each feature's rules for a config (KernelConfig.validate joins their errors):
 #: the warp routines', the copy paths', the skeletons' own features', split-K's.
 RULES = (warp_mma.rules, warp_wmma.rules, warp_wgmma.rules, copy_threads.rules, copy_tma.rules, copy_widen.rules,
-         copy_widen_ring.rules, widen_pass.rules, skeleton.rules, skeleton_ws.rules, split_k.rules)
+         copy_widen_ring.rules, widen_pass.rules, skeleton.rules, skeleton_ws.rules, split_k.rules, epilogue.rules)
 
 #: Each feature's host side, in the order a plan runs them (plans.Parts): the
 #: operands as dp4a reads them; C's map, swap's sides and stream-K's slots;
 #: the widened s4 workspace; the operands' tensor maps, which encode the
-#: kernel's A and B sides as the steps before leave them; split-K's workspace.
-HOST = (dp4a.host, skeleton_ws.host, widen_pass.host, copy_tma.host, split_k.host)
+#: kernel's A and B sides as the steps before leave them; split-K's workspace;
+#: C with the epilogue's vectors beside it.
+HOST = (dp4a.host, skeleton_ws.host, widen_pass.host, copy_tma.host, split_k.host, epilogue.host)
 
 #: Which file builds a config's warp routine (by op) and copy routine (by copy;
 #: INT4 with unpack="tile" widens on its way in: in the producer, with wgmma).
@@ -81,12 +84,15 @@ def argtypes(cfg):
     address of C's tensor map), and the global address of A's and B's tensor
     maps (copy="tma"; else 0); see skeleton.gemm_kernel. With
     split_sum="last", C is (the workspace, C, a tile's arrival counts); with
-    stream_k, (the workspace's slots, C, a flag a slot's consumer warp)."""
+    stream_k, (the workspace's slots, C, a flag a slot's consumer warp);
+    with an epilogue (on whole sums: split_k=1), (C, scale_a, scale_b, bias)."""
     arr = lambda t: types.Array(t, 3, "A")  # noqa: E731 - any strides
     ab = u32 if cfg.op == "dp4a" else u8
     c = arr(OUT["f16" if cfg.c_bits else cfg.acc])
     if cfg.split_sum == "last" or cfg.stream_k:        # stream_k: its slots, one after another
         c = types.Tuple((types.Array(OUT[cfg.acc], 1 if cfg.stream_k else 3, "C"), c, types.Array(i32, 1, "C")))
+    elif cfg.epilogue and cfg.split_k == 1:
+        c = epilogue.argtype(c)
     return (arr(ab), arr(ab), c, i32, i32, i32, i32, i32, u64 if cfg.c_tma else i32, u64)
 
 
@@ -100,7 +106,10 @@ def kernel_function(cfg):
     if cfg.widens_tile and cfg.copy == "cp_async":     # s4 widened on its way in
         copy = "widen_ring" if cfg.producer_threads else "widen"
     frame = skeleton_ws if cfg.producer_threads else skeleton
-    return frame.kernel_function(cfg, WARP_ROUTINES[cfg.op](cfg), COPY_ROUTINES[copy](cfg))
+    warp = WARP_ROUTINES[cfg.op](cfg)
+    if cfg.epilogue and cfg.split_k == 1:             # split-K: the sum kernel's (split_k.SplitSum)
+        warp = warp._replace(store=epilogue.around(cfg, warp.store))
+    return frame.kernel_function(cfg, warp, COPY_ROUTINES[copy](cfg))
 
 
 def _options(cfg):

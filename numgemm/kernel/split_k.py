@@ -5,7 +5,9 @@ block s over the s-th run of k-tiles (skeleton._k_part), and stores its
 partial sum where batch z's slice z * S + s of a (batch * S, M, N)
 workspace lies; this kernel adds the S slices of each batch into C, one
 thread an element, in the workspace's dtype (f32 or s32), and (out="f16")
-rounds the f32 sum to half as it stores it. Integer sums wrap in s32 as one
+rounds the f32 sum to half as it stores it, after the epilogue where the
+config has one (epilogue.element: scales, bias, activation on each whole
+sum). Integer sums wrap in s32 as one
 sum would, so the result is exact wherever the whole K is within the
 precision's bound (Precision.max_k).
 """
@@ -17,7 +19,8 @@ import numpy as np
 from numba import cuda, types
 
 from .. import primitives as P
-from .regs import OUT, device, divmod32, i32
+from . import epilogue as ep
+from .regs import OUT, device, divmod32, i32, inlined
 
 THREADS = 256
 
@@ -42,52 +45,69 @@ class SplitSum:
 
     acc: str                    # f32 | s32
     out: str = ""               # KernelConfig.out: "" C in acc | f16, bf16 (f32 sums rounded to it)
+    scale_a: str = ""           # the epilogue, as KernelConfig's fields (epilogue.FIELDS)
+    scale_b: str = ""
+    bias: bool = False
+    act: str = ""
     threads = THREADS
 
     @classmethod
     def of(cls, cfg):
         """The sum that a split_k config's slices need."""
-        return cls(cfg.acc, cfg.out)
+        return cls(cfg.acc, cfg.out, *(getattr(cfg, f) for f in ep.FIELDS))
+
+    @property
+    def epilogue(self):
+        return bool(self.scale_a or self.scale_b or self.bias or self.act)
 
     @property
     def name(self):
-        return f"split_sum_{self.acc}" + (f"_c{self.out}" if self.out else "")
+        fields = [f"sa{self.scale_a}" * bool(self.scale_a), f"sb{self.scale_b}" * bool(self.scale_b),
+                  "bias" * self.bias, self.act, f"c{self.out}" * bool(self.out)]
+        return "_".join([f"split_sum_{self.acc}", *filter(None, fields)])
 
     def describe(self):
-        return {"kernel": self.name, "acc": self.acc, "out": self.out}
+        return {"kernel": self.name, "acc": self.acc, "out": self.out, **{f: getattr(self, f) for f in ep.FIELDS}}
 
     def argtypes(self):
         """W (batch * S, M, N), contiguous; C (batch, M, N), any strides (f16:
-        its 16-bit patterns); S."""
-        return types.Array(OUT[self.acc], 3, "C"), types.Array(OUT[self.out or self.acc], 3, "A"), i32
+        its 16-bit patterns), with an epilogue (C, scale_a, scale_b, bias); S."""
+        c = types.Array(OUT[self.out or self.acc], 3, "A")
+        return types.Array(OUT[self.acc], 3, "C"), ep.argtype(c) if self.epilogue else c, i32
 
     def function(self):
         """The kernel's Python function."""
-        return _kernel(self.out)
+        return _kernel(self.out, self if self.epilogue else None)
 
     def grid(self, batch, M, N):
         return -(-batch * M * N // THREADS), 1, 1
 
 
 @functools.cache
-def _kernel(out):
-    """The sum kernel: C = the slices' sum, or (out: f16, bf16) its bits in that format."""
+def _kernel(out, epilogue):
+    """The sum kernel: C = the slices' sum, or (out: f16, bf16) its bits in
+    that format; epilogue: a SplitSum whose epilogue each sum passes first
+    (its C argument then (C, scale_a, scale_b, bias))."""
     if out:
         to_bits = getattr(P.routines("inline"), f"cvt_{out}x2_f32")
         value = device(lambda total: to_bits(total, 0.0) & 0xFFFF)
     else:
         value = device(lambda total: total)
+    if epilogue is None:
+        c_of, finish = inlined(lambda C: C), device(lambda v, C, r, c: v)
+    else:
+        element = ep.element(epilogue)
+        c_of, finish = inlined(lambda C: C[0]), device(lambda v, C, r, c: element(v, C[1], C[2], C[3], r, c))
 
-    def split_sum(W, C, S):
+    def split_sum(W, CE, S):
+        C = c_of(CE)
         i = cuda.grid(1)
         M, N = C.shape[1], C.shape[2]
         if i < C.shape[0] * M * N:
             z, rc = divmod32(i, M * N)
             r, c = divmod32(rc, N)
-            C[z, r, c] = value(slices_sum(W, z, S, r, c))
+            C[z, r, c] = value(finish(slices_sum(W, z, S, r, c), CE, r, c))
     return split_sum
-
-
 
 
 def rules(cfg):

@@ -12,6 +12,7 @@ issues two m16n8k32.s8 per k64 step.
 from numba import cuda, types
 
 from .. import primitives as P
+from ..precision import NARROW
 from ..tiles import SWIZZLE_BYTES, swizzled_offset
 from .regs import (
     ACC,
@@ -269,7 +270,7 @@ def _store(cfg, scaled):
     descale = generated("descale", "acc", [f"acc[{e}] = sar8(acc[{e}])" for e in range(mi * nj * nc)]
                         if scaled else ["pass"], {"sar8": sar8})
 
-    halves = _half_rows(ptx, mi, nj, nc, getattr(ptx, cfg.prec.narrow_cvt)) if half else None
+    halves = _half_rows(ptx, mi, nj, nc, getattr(ptx, NARROW[cfg.out].cvt)) if half else None
 
     def store(acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned):
         descale(acc)

@@ -26,6 +26,7 @@ from types import SimpleNamespace
 from numba import cuda
 
 from .. import primitives as P
+from ..precision import NARROW
 from ..tiles import SWIZZLE_BYTES, WGMMA_PARTS
 from .regs import ACC, device, generated, i32, inlined, u8, u32, u64, zeroed
 from .seams import WarpRoutine
@@ -132,7 +133,7 @@ def _stores(cfg, scaled, parts):
         return one(cfg)
     # A part as a tile of its own: the fields of a config that _store reads.
     env = {f"s{i}": one(SimpleNamespace(bm=cfg.bm, bn=n, warp_tile=(16, n), kstep_bytes=cfg.kstep_bytes,
-                                        acc=cfg.acc, c_bits=cfg.c_bits, prec=cfg.prec,
+                                        acc=cfg.acc, c_bits=cfg.c_bits, out=cfg.out, prec=cfg.prec,
                                         linkage=cfg.linkage))
            for i, n in enumerate(parts)}
     return generated("store", "acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned",
@@ -179,7 +180,7 @@ def _staged(cfg, n, plain):
         lines.append("cuda.syncwarp()")             # the buffer read before the next chunk overwrites it
     env = {"plain": plain, "bm": cfg.bm, "bn": n, "pitch": pitch, "esize": esize, "c_shift": c_shift,
            "shared_addr": P.shared_addr, "global_addr": P.global_addr, "cuda": cuda, "u8": u8, "u32": u32,
-           "to_half": getattr(ptx, cfg.prec.narrow_cvt) if half else None, "st_w": ptx.st_shared_b32,
+           "to_half": getattr(ptx, NARROW[cfg.out].cvt) if half else None, "st_w": ptx.st_shared_b32,
            "st_p": getattr(ptx, f"st_shared_v2_{cfg.acc}"), "ld4": getattr(ptx, f"ld_shared_v4_{kind}"),
            "st4": getattr(ptx, f"st_global_v4_{kind}")}
     return generated("store", "acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned", lines, env)
@@ -237,7 +238,7 @@ def _tma_stored(cfg, n, plain):
                   f"    tma_store(tmap, buf + u32({half_buf}), (col + i32({c0 * esize}), top_row, i32(z)))",
                   "    commit()"]
     env = {"plain": plain, "bm": cfg.bm, "bn": n, "shared_addr": P.shared_addr, "cuda": cuda, "u8": u8,
-           "u32": u32, "u64": u64, "i32": i32, "to_half": getattr(ptx, cfg.prec.narrow_cvt) if half else None,
+           "u32": u32, "u64": u64, "i32": i32, "to_half": getattr(ptx, NARROW[cfg.out].cvt) if half else None,
            "st_w": ptx.st_shared_b32,
            "st_p": getattr(ptx, f"st_shared_v2_{cfg.acc}"), "fence_async": ptx.fence_proxy_async,
            "tma_store": ptx.tma_store_3d, "commit": ptx.bulk_commit, "wait_read_0": ptx.bulk_wait_read_0,

@@ -1,0 +1,164 @@
+"""The epilogue seam: what happens to the f32 sums between the k loop and the store.
+
+    C = act(scale_a * scale_b * (A @ B) + bias)
+
+computed in f32, then stored as the kernel stores C (out= rounds it to f16
+or bf16 there). It is chosen once, from the config's fields: scale_a
+"tensor" (one value) or "row" (one a row of C), scale_b "tensor" or "col"
+(one a column), bias (one a column), act "relu", "gelu" (its tanh form, as
+torch's approximate="tanh") or "silu". A kernel without them has none of
+this code. The vectors reach the kernel beside C, its argument being the
+tuple (C, scale_a, scale_b, bias) of float32 vectors; one it does not read
+is a one-element array of the plan's.
+
+Where a block's sums are whole, the warp routine's store is wrapped
+(around): each thread applies the epilogue to its accumulators where the
+fragment puts them (_cells), each row's and column's factors loaded once,
+then the store runs as it does without one, so every store path (from
+registers, staged, by TMA) rounds the result. Split-K's slices are partial
+sums: the sum kernel applies it to each whole sum (element).
+"""
+
+import math
+
+import numpy as np
+from numba import types
+
+from ..tiles import WGMMA_PARTS
+from .regs import device, generated, u32
+
+#: The fields of KernelConfig that make the epilogue (split_k.SplitSum carries them too).
+FIELDS = ("scale_a", "scale_b", "bias", "act")
+
+_ZERO, _HALF, _ONE = np.float32(0), np.float32(0.5), np.float32(1)
+_GELU_A, _GELU_B = np.float32(math.sqrt(2 / math.pi)), np.float32(0.044715)
+
+
+@device
+def _relu(v):
+    return max(v, _ZERO)
+
+
+@device
+def _gelu(v):
+    return _HALF * v * (_ONE + math.tanh(_GELU_A * (v + _GELU_B * v * v * v)))
+
+
+@device
+def _silu(v):
+    return v / (_ONE + math.exp(-v))
+
+
+#: The activations, by KernelConfig.act; the reference's are in numgemm.checks.
+ACTIVATIONS = {"relu": _relu, "gelu": _gelu, "silu": _silu}
+
+#: Numba type of an epilogue vector: float32, any stride (torch's (M, 1) scales).
+VECTOR = types.Array(types.float32, 1, "A")
+
+
+def argtype(c):
+    """The kernel's C argument with an epilogue: (C, scale_a, scale_b, bias)."""
+    return types.Tuple((c, VECTOR, VECTOR, VECTOR))
+
+
+def _formula(ep, v, row, col):
+    """The source of one output's value: sum v, its C row index row and column index col (sources)."""
+    factors = [f"sa[{'0' if ep.scale_a == 'tensor' else row}]"] if ep.scale_a else []
+    factors += [f"sb[{'0' if ep.scale_b == 'tensor' else col}]"] if ep.scale_b else []
+    x = " * ".join([v] + factors)
+    if ep.bias:
+        x = f"{x} + bias[{col}]"
+    return f"{ep.act}({x})" if ep.act else x
+
+
+def _cells(cfg):
+    """(accumulator, rows, columns) of each of a thread's sums, relative to
+    (row0 + g, col0 + 2t) for lane (g, t) of a warp storing rows from row0,
+    columns from col0: the m16n8 fragment's layout, in which the mma
+    kernels hold their warp tile and the wgmma ones a warp's 16 rows (two
+    instructions side by side: an array each, the second's columns after
+    the first's)."""
+    if cfg.op == "wgmma":
+        parts = WGMMA_PARTS[cfg.bn]
+        pick = (lambda i, e: f"acc[{i}][{e}]") if len(parts) > 1 else (lambda i, e: f"acc[{e}]")
+        return [(pick(i, e), 8 * ((e >> 1) & 1), sum(parts[:i]) + 8 * (e // 4) + (e & 1))
+                for i, n in enumerate(parts) for e in range(n // 2)]
+    wm, wn = cfg.warp_tile
+    mi, nj = wm // 16, wn // 8
+    return [(f"acc[{(i * nj + j) * 4 + 2 * h + p}]", 16 * i + 8 * h, 8 * j + p)
+            for i in range(mi) for j in range(nj) for h in range(2) for p in range(2)]
+
+
+def _apply(cfg):
+    """apply(acc, sa, sb, bias, m0, n0, wr0, wc0, M, N, tid): the epilogue on
+    a warp's accumulators, in place. Written out, as the stores are: an
+    accumulator indexed in a loop would live in local memory. A factor of a
+    row or column past C is read at C's last (that sum is not stored). With
+    swap the kernel's tile is of C^T: its rows are C's columns."""
+    lines = ["lane = tid & 31", "r0 = m0 + wr0 + (lane >> 2)", "c0 = n0 + wc0 + 2 * (lane & 3)"]
+    loaded = {}
+
+    def index(expr, bound):             # a clamped index, once per distinct row or column
+        if expr not in loaded:
+            loaded[expr] = f"i{len(loaded)}"
+            lines.append(f"{loaded[expr]} = u32(min({expr}, {bound} - 1))")
+        return loaded[expr]
+
+    for acc, dr, dc in _cells(cfg):
+        r, c = (f"r0 + {dr}", "M"), (f"c0 + {dc}", "N")
+        if cfg.swap:
+            r, c = c, r
+        row = index(*r) if cfg.scale_a == "row" else None
+        col = index(*c) if cfg.scale_b == "col" or cfg.bias else None
+        lines.append(f"{acc} = {_formula(cfg, acc, row, col)}")
+    return generated("apply", "acc, sa, sb, bias, m0, n0, wr0, wc0, M, N, tid", lines,
+                     {"u32": u32, **ACTIVATIONS})
+
+
+def around(cfg, store):
+    """The warp routine's store with the epilogue first: store(acc, (C, sa,
+    sb, bias), ...), as the skeletons call a store."""
+    apply = _apply(cfg)
+
+    def store_ep(acc, CE, z, m0, n0, wr0, wc0, M, N, tid, c_aligned):
+        apply(acc, CE[1], CE[2], CE[3], m0, n0, wr0, wc0, M, N, tid)
+        store(acc, CE[0], z, m0, n0, wr0, wc0, M, N, tid, c_aligned)
+    return device(store_ep)
+
+
+def element(ep):
+    """element(v, sa, sb, bias, r, c): the epilogue on one whole sum v of C's
+    row r, column c (ep: the fields, of a config or a split_k.SplitSum)."""
+    return generated("element", "v, sa, sb, bias, r, c", [f"return {_formula(ep, 'v', 'r', 'c')}"], ACTIVATIONS)
+
+
+def rules(cfg):
+    """What the epilogue needs: f32 sums (the integers' exact int32 C is
+    not scaled), and a kernel whose store it wraps or whose slices the sum
+    kernel adds (mma or wgmma; split-K summed by its own kernel)."""
+    if not cfg.epilogue:
+        return []
+    err = []
+    if cfg.acc != "f32":
+        err.append(f"the epilogue (scales, bias, activation) runs on f32 sums, not {cfg.precision}'s {cfg.acc}")
+    if cfg.op not in ("mma", "wgmma"):
+        err.append(f"the epilogue runs on the mma and wgmma kernels' accumulators, not op={cfg.op}'s")
+    if cfg.split_sum == "last" or cfg.stream_k:
+        err.append("the epilogue runs on whole sums: split-K summed by its own kernel (no split_sum=last "
+                   "or stream_k)")
+    return err
+
+
+def host(p):
+    """The plan's side (plans.Parts, the last step: the others read C
+    itself): C as the kernel takes it, (C, scale_a, scale_b, bias), each
+    vector given (p.vectors, Numba views) or a one-element array of the
+    plan's that the kernel does not read."""
+    if p.cfg.epilogue:
+        spare = None
+        vectors = []
+        for v in p.vectors:
+            if v is None:
+                spare = p.new((1,), np.float32) if spare is None else spare
+            vectors.append(spare if v is None else v)
+        p.C = (p.C, *vectors)

@@ -132,7 +132,7 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
         log(f"  {kname}: {ms:.3f} ms, {row.tops:.1f} T(FL)OPS")
     del dev_sets
     peers = [] if args.no_peers else peer_runs(precision, M, N, K, batch, rng, len(host_sets),
-                                               getattr(args, "b_layout", None))
+                                               getattr(args, "b_layout", None), getattr(args, "out_dtype", "float32"))
     for pname, prun, pcheck in peers:
         log(f"[{precision} {label}] time {pname}")
         measured = time_run(prun, args.repeats, between, getattr(args, "steady", None))     # as the kernels
@@ -222,9 +222,10 @@ def parse(argv):
     ap.add_argument("--family", choices=tuple(registry.FAMILIES["tuned"]),
                     help="one family's kernels, with each one's ratio to the family's base")
     ap.add_argument("--out-dtype", choices=("float32", "float16", "bfloat16", "narrow"), default="float32",
-                    help="FP16's and BF16's C: float16 (FP16) or bfloat16 (BF16) rounds each f32 sum as it is "
-                         "stored (gemm()'s out_dtype), narrow each its own, as F.linear returns them; kernels "
-                         "that cannot (WMMA, the other format) are left out")
+                    help="the float precisions' C: float16 (FP16, FP8) or bfloat16 (BF16, FP8) rounds each f32 "
+                         "sum as it is stored (gemm()'s out_dtype), narrow each its own (FP8: bfloat16), as "
+                         "F.linear and torch._scaled_mm return them; kernels that cannot (WMMA, a format the "
+                         "precision lacks) are left out")
     ap.add_argument("--b-layout", choices=("kn", "nk"),
                     help="B as K x N or as N x K (an nn.Linear weight): each kernel in that layout where it has "
                          "a twin (FP16 has both; INT8 and INT4 N x K), gemm()'s choice for it; default: each kernel's "

@@ -3,8 +3,9 @@ and bf16 through PyTorch (fp16 also through CuPy), C in the operands' dtype
 and (torch.mm's out_dtype, where there is one) as float32, the C numgemm's
 16-bit float kernels store by default;
 cuBLASLt int8 through torch._int_mm with B column-major (its fast layout),
-and Triton's int8 (numgemm.peers_triton). FP8's (torch._scaled_mm) is not
-one yet. All are optional; a missing one is skipped."""
+and Triton's int8 (numgemm.peers_triton); cuBLASLt FP8 through
+torch._scaled_mm (B column-major, per-tensor scales of 1, C in bfloat16
+and in float32). All are optional; a missing one is skipped."""
 
 import functools
 
@@ -41,10 +42,12 @@ def _cupy():
     return cupy
 
 
-def peer_runs(precision, M, N, K, batch, rng, sets=1, b_layout=None):
+def peer_runs(precision, M, N, K, batch, rng, sets=1, b_layout=None, out_dtype="float32"):
     """[(name, run(i), check())] for the libraries that can do this GEMM.
     FP16 with b_layout "nk": B kept as an N x K weight, multiplied as
-    torch.nn.functional.linear does (x @ w.t()).
+    torch.nn.functional.linear does (x @ w.t()). FP8: C in out_dtype's
+    format first (the bench's --out-dtype: the ratio to the library is to
+    the first), then the other.
 
     run(i) enqueues one product (without synchronizing) on operand set
     i % sets: as many sets as numgemm's kernels rotate over (operand_sets),
@@ -53,6 +56,8 @@ def peer_runs(precision, M, N, K, batch, rng, sets=1, b_layout=None):
     exact dot products on a sample of entries (numgemm.operands)."""
     torch = _torch()
     library = PRECISIONS[precision].wide
+    if library.library == "scaled_mm":
+        return _scaled_mm_runs(torch, precision, M, N, K, batch, rng, sets, out_dtype) if torch is not None else []
     if library.library == "cublas":
         host = [values(precision, batch, M, N, K, rng) for _ in range(sets)]
         tensor = functools.partial(_tensor, torch, library)
@@ -120,7 +125,34 @@ def _tensor(torch, prec, x):
     patterns viewed as torch's type of that name: BF16's as bfloat16)."""
     if not prec.encoding:
         return torch.from_numpy(x).cuda()
-    return torch.from_numpy(x.view(np.int16)).view(getattr(torch, prec.encoding)).cuda()
+    return torch.from_numpy(x.view(np.int16) if x.itemsize == 2 else x).view(getattr(torch, prec.encoding)).cuda()
+
+
+def _scaled_mm_runs(torch, precision, M, N, K, batch, rng, sets, out_dtype):
+    """cuBLASLt's FP8 GEMM (torch._scaled_mm): A row-major, B column-major (an
+    N x K weight transposed, as it requires), per-tensor scales of 1, C in
+    bfloat16 and float32 (out_dtype's first). [] where it refuses the shape
+    (its dimensions must be multiples of 16)."""
+    prec = PRECISIONS[precision]
+    host = [values(precision, batch, M, N, K, rng) for _ in range(sets)]
+    tensor = functools.partial(_tensor, torch, prec)
+    ops = _Sets(host, [(tensor(a), tensor(np.ascontiguousarray(np.swapaxes(b, -1, -2))).transpose(-1, -2))
+                       for a, b in host])
+    one = torch.ones((), dtype=torch.float32, device="cuda")
+    try:
+        torch._scaled_mm(ops.dev[0][0][0], ops.dev[0][1][0], scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    except RuntimeError:
+        return []
+    out, peers = {}, []
+    for name in ("float32", "bfloat16") if out_dtype == "float32" else ("bfloat16", "float32"):
+        dtype = getattr(torch, name)
+
+        def run(i, dtype=dtype):
+            ta, tb = ops.pick(i)
+            out["c"] = [torch._scaled_mm(ta[z], tb[z], scale_a=one, scale_b=one, out_dtype=dtype) for z in range(batch)]
+        peers.append((f"cublaslt_{precision} {name} C (torch._scaled_mm)", run,
+                      lambda: _ok(torch.stack(out["c"]).float().cpu().numpy(), *ops.last_host, precision)))
+    return peers
 
 
 class _Sets:

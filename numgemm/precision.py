@@ -254,7 +254,7 @@ def _fp8(name, encoding):
                      (), f"mma_m16n8k32_{name}_f32", f"wgmma_m64n256k32_f32_{name}_{name}",
                      sass_mma=f"QMMA.{{m}}{{n}}{{k}}.F32.{t}.{t}", sass_wgmma=f"QGMMA.{{m}}x{{n}}x{{k}}.F32.{t}.{t}",
                      wgmma_ns=(128, 256), dtype_names=False, encoding=encoding, tuned_as="int8", min_cc=(8, 9),
-                     narrows=("bf16", "f16"),
+                     narrows=("bf16", "f16"), library="scaled_mm",
                      mma_converted_on=((9, 0),))
 
 

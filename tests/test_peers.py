@@ -19,3 +19,21 @@ def test_peers_rotate_over_operand_sets(precision, M, rng):
             run(i)
             torch.cuda.synchronize()
             assert check(), (name, i)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("out_dtype,first", [("float32", "float32"), ("bfloat16", "bfloat16")])
+def test_fp8s_peer_is_scaled_mm_with_c_as_asked_first(out_dtype, first, rng):
+    """FP8 beside cuBLASLt's FP8 GEMM (torch._scaled_mm), C in bfloat16 and
+    float32, the bench's --out-dtype first (its 'x library' ratio), on
+    sm_89 and later (torch refuses FP8 GEMMs before)."""
+    torch = pytest.importorskip("torch")
+    if torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip("torch._scaled_mm needs sm_89")
+    runs = peer_runs("e4m3", 64, 96, 192, 2, rng, sets=2, out_dtype=out_dtype)
+    assert [name.split()[1] for name, _, _ in runs] == [first, {"float32": "bfloat16"}.get(first, "float32")]
+    for name, run, check in runs:
+        for i in (0, 1):
+            run(i)
+            torch.cuda.synchronize()
+            assert check(), (name, i)

@@ -117,15 +117,23 @@ def timed(precision, cfg, shape, dev_sets, host_sets, args, rng, between=None, s
     """(timing.Measured, sampled check passed, plans, outputs) of cfg's
     kernel launched over the rotated operand sets, each into its own
     poisoned output: in steady state (steady: a timing.Steady), else a burst
-    of args.repeats."""
+    of args.repeats. A kernel with an epilogue gets fresh vectors for it
+    (operands.epilogue_vectors), the same for every set."""
+    from numba import cuda
+
     from .api import plan_gemm
 
     M, N, K = shape
+    vectors = operands.epilogue_vectors(cfg, M, N, rng)
+    given = dict(zip(("scale_a", "scale_b", "bias"), (None if v is None else cuda.to_device(v) for v in vectors)),
+                 activation=cfg.act or None)
     outs = [operands.poisoned(precision, (args.batch, M, N), cfg.c_dtype) for _ in host_sets]
-    plans = [plan_gemm(x, y, precision=precision, kernel=cfg, out=o, k=K) for (x, y), o in zip(dev_sets, outs)]
+    plans = [plan_gemm(x, y, precision=precision, kernel=cfg, out=o, k=K, **given)
+             for (x, y), o in zip(dev_sets, outs)]
     measured = time_run(lambda i: plans[i % len(plans)].launch(), args.repeats, between, steady)
     a, b = host_sets[0]
-    return measured, operands.sample_matches(outs[0].copy_to_host(), a, b, precision, rng, cfg.acc), plans, outs
+    ok = operands.sample_matches(outs[0].copy_to_host(), a, b, precision, rng, cfg.acc, epilogue=(vectors, cfg.act))
+    return measured, ok, plans, outs
 
 
 def time_run(run, repeats, between=None, steady=None):

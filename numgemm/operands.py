@@ -72,20 +72,22 @@ ACTIVATIONS = {"relu": lambda x: np.maximum(x, 0.0),
                "silu": lambda x: x / (1.0 + np.exp(-x))}
 
 
-def through_epilogue(ref, scale_a=None, scale_b=None, bias=None, activation=None):
+def through_epilogue(ref, scale_a=None, scale_b=None, bias=None, activation=None, at=None):
     """An exact product ref (..., M, N) through gemm()'s epilogue, in float64:
     activation(scale_a * scale_b * ref + bias), scale_a one value or one a
-    row, scale_b one value or one a column, bias one a column."""
+    row, scale_b one value or one a column, bias one a column. With at (the
+    (z, i, j) of sample_expected), ref holds those entries only."""
     def factor(x, axis):
-        x = np.asarray(x, np.float64)
-        return x.reshape(-1, 1) if axis == 0 and x.size > 1 else x.reshape(-1) if x.size > 1 else x.reshape(())
+        x = np.asarray(x, np.float64).reshape(-1)
+        if x.size == 1:
+            return x[0]
+        return x[at[1 + axis]] if at is not None else x.reshape(-1, 1) if axis == 0 else x
     out = np.asarray(ref, np.float64)
-    if scale_a is not None:
-        out = out * factor(scale_a, 0)
-    if scale_b is not None:
-        out = out * factor(scale_b, 1)
+    for x, axis in ((scale_a, 0), (scale_b, 1)):
+        if x is not None:
+            out = out * factor(x, axis)
     if bias is not None:
-        out = out + np.asarray(bias, np.float64).reshape(-1)
+        out = out + factor(bias, 1)
     return ACTIVATIONS[activation](out) if activation else out
 
 
@@ -150,9 +152,12 @@ def sample_expected(a, b, precision, rng, shape, count=256):
     return (z, i, j), np.einsum("sk,sk->s", prec.decode(a[z, i, :]), prec.decode(rb))
 
 
-def sample_matches(out, a, b, precision, rng, acc="", count=256):
-    """count random entries of a large output (host) against exact dot products."""
+def sample_matches(out, a, b, precision, rng, acc="", count=256, epilogue=None):
+    """count random entries of a large output (host) against exact dot
+    products; epilogue: ((scale_a, scale_b, bias), activation) they went through."""
     at, ref = sample_expected(a, b, precision, rng, out.shape, count)
+    if epilogue is not None:
+        ref = through_epilogue(ref, *epilogue[0], epilogue[1], at=at)
     return matches(np.asarray(out)[at], ref, precision, acc)
 
 

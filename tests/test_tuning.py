@@ -118,7 +118,7 @@ def test_shipped_winners_cover_every_class(monkeypatch, tmp_path):
     try:
         for e in doc["entries"]:
             cfg = tuning.choose(e["precision"], e["config"]["b_layout"], e["m"], e["n"], e["k"], H200)
-            assert cfg.describe() == e["config"], e["kernel"]
+            assert cfg == KernelConfig(**e["config"]), e["kernel"]     # (fields added since take their defaults)
     finally:
         tuning._entries.cache_clear()
         tuning.choose.cache_clear()

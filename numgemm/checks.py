@@ -67,10 +67,12 @@ def checked(a, b, precision, kernel, preset, k, out=None, out_dtype=None, epilog
         raise ValueError(f"b's batch {batch_b} is neither 1 nor a's batch {batch}")
     if batch > 65535:
         raise ValueError(f"batch {batch} is more than the grid allows (65535)")
-    c_dtype = _c_dtype(prec, cfg, out, out_dtype)
     fields = _epilogue(prec, M, N, a, *epilogue)
     if cfg is not None:                 # refused here, before the GPU is needed, where it cannot
-        cfg = with_epilogue(with_c_dtype(cfg, c_dtype), fields)
+        cfg = with_epilogue(cfg, fields)
+    c_dtype = _c_dtype(prec, cfg, out, out_dtype, any(fields.values()))
+    if cfg is not None:
+        cfg = with_c_dtype(cfg, c_dtype)
     return Shape(precision, prec, (batch, M, N, K), b_units, cfg, c_dtype, fields, tuple(epilogue[:3]))
 
 
@@ -109,24 +111,22 @@ def _epilogue(prec, M, N, a, scale_a, scale_b, bias, activation):
         if activation not in names:
             raise ValueError(f"activation must be one of {', '.join(names)} or None; got {activation!r}")
         fields["act"] = activation
-    if any(fields.values()) and prec.acc != "f32":
-        given = [k for k, v in zip(("scale_a", "scale_b", "bias", "activation"), (scale_a, scale_b, bias, activation))
-                 if v is not None]
-        raise ValueError(f"{', '.join(given)}: the epilogue runs on f32 sums (fp16, bf16, e4m3, e5m2); "
-                         f"{prec.name}'s C is its exact {np.dtype(prec.out_dtype).name} sums")
     return fields
 
 
-def _c_dtype(prec, cfg, out, out_dtype):
+def _c_dtype(prec, cfg, out, out_dtype, epilogue=False):
     """C's dtype: out_dtype, else out's, else the named kernel's, else the
-    precision's; FP16 has float32 or float16, the integers int32."""
+    precision's; FP16 has float32 or float16, the integers int32 (through
+    an epilogue: float32, bfloat16 or float16)."""
     given = out_dtype if out_dtype is not None else getattr(out, "dtype", None)
     what = "out_dtype" if out_dtype is not None else "out's dtype"
+    scaled = epilogue and prec.exact                # an integer's sums, scaled: floats
+    base, narrows = (np.dtype(np.float32), tuple(NARROW)) if scaled else (np.dtype(prec.out_dtype), prec.narrows)
     if given is None:
-        return cfg.c_dtype if cfg is not None else np.dtype(prec.out_dtype)
+        return cfg.c_dtype if cfg is not None else base
     name = getattr(given, "__name__", str(given).removeprefix("torch."))     # ml_dtypes' type; torch's dtype
-    named = [np.dtype(prec.out_dtype).name, *(NARROW[n].dtype_name for n in prec.narrows)]
-    narrow = next((n for n in prec.narrows if NARROW[n].encoding and NARROW[n].encoding == name), "")
+    named = [base.name, *(NARROW[n].dtype_name for n in narrows)]
+    narrow = next((n for n in narrows if NARROW[n].encoding and NARROW[n].encoding == name), "")
     if narrow:                              # bfloat16: a C of its bit patterns
         return np.dtype(NARROW[narrow].dtype)
     if name in prec.dtype_aliases:          # FP8's own format is no C
@@ -135,8 +135,9 @@ def _c_dtype(prec, cfg, out, out_dtype):
         want = np.dtype(name if type(given).__module__ == "torch" else given)
     except TypeError:
         raise TypeError(f"{what} must name a NumPy dtype, got {given!r}") from None
-    if want not in prec.out_dtypes:
-        raise TypeError(f"{what}: {prec.name} gives C as {' or '.join(named)}; got {want.name}")
+    if want not in (base, *(np.dtype(NARROW[n].dtype) for n in narrows)):
+        raise TypeError(f"{what}: {prec.name} gives C as {' or '.join(named)}"
+                        + (" through the epilogue" if scaled else "") + f"; got {want.name}")
     return want
 
 
@@ -202,6 +203,8 @@ def with_epilogue(cfg, fields, chosen=False):
     changes = dict(fields)
     if chosen and (cfg.split_sum == "last" or cfg.stream_k):
         changes.update(split_sum="kernel", stream_k=False)
+    if chosen and cfg.scaled:                   # its sums are 256-fold until its store shifts them
+        cfg = cfg.exact_twin
     try:
         return cfg.replace(**changes)
     except ValueError as e:
@@ -216,7 +219,7 @@ def with_c_dtype(cfg, c_dtype, chosen=False):
     rounds them."""
     if cfg.c_dtype == c_dtype:
         return cfg
-    narrow = cfg.prec.narrow_of(c_dtype)
+    narrow = next((n for n in cfg.narrows if np.dtype(NARROW[n].dtype) == c_dtype), "")
     if not narrow:
         raise ValueError(f"kernel {cfg.name} stores C as {cfg.c_dtype.name}, not {c_dtype.name}")
     changes = {"out": narrow}

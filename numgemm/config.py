@@ -235,7 +235,22 @@ class KernelConfig(TileGeometry):
         """The dtype of C's elements (BF16's narrow C: its bit patterns, uint16)."""
         if self.acc == "f16":
             return np.dtype(np.float16)
-        return np.dtype(NARROW[self.out].dtype if self.out else self.prec.out_dtype)
+        if self.out:
+            return np.dtype(NARROW[self.out].dtype)
+        return np.dtype(np.float32 if self.epilogue else self.prec.out_dtype)     # an integer's, scaled: float
+
+    @property
+    def stored(self):
+        """The sums the warp routine's store writes: the accumulators, or f32
+        where the epilogue makes them (an integer precision's converted);
+        split-K's slices stay in acc (its sum kernel applies the epilogue)."""
+        return "f32" if self.epilogue and self.split_k == 1 else self.acc
+
+    @property
+    def narrows(self):
+        """The narrower C's it may round to: the precision's; an integer
+        precision's through an epilogue (W8A8), any of them."""
+        return tuple(NARROW) if self.epilogue and self.prec.exact else self.prec.narrows
 
     @property
     def c_bits(self):
@@ -490,9 +505,10 @@ class KernelConfig(TileGeometry):
                        f"{self.b_layout.upper()} (K x N int8 would need its k-pairs laid out apart)")
         if self.acc not in p.mma_types:
             err.append(f"{self.precision} cannot accumulate in {self.acc}")
-        if self.out and self.out not in p.narrows:
-            err.append(f"out={self.out}: {self.precision} rounds C to {' or '.join(p.narrows) or 'no narrower format'}")
-        elif self.out and (self.acc != "f32" or self.op not in ("mma", "wgmma") or self.split_sum == "last"):
+        if self.out and self.out not in self.narrows:
+            err.append(f"out={self.out}: {self.precision} rounds C to {' or '.join(self.narrows) or 'no narrower format'}"
+                       + (" (its exact sums; through an epilogue, bf16 or f16)" if p.exact else ""))
+        elif self.out and (self.acc == "f16" or self.op not in ("mma", "wgmma") or self.split_sum == "last"):
             err.append(f"out={self.out} rounds f32 sums in the mma and wgmma epilogues (acc=f32; split-K "
                        "summed by its own kernel, split_sum=kernel); f16 accumulation stores half already")
         elif self.out and wn % 16:

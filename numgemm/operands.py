@@ -13,7 +13,7 @@ poisoned first (Precision.poison) so that an element never written fails.
 
 import numpy as np
 
-from .precision import BY_ENCODING, PRECISIONS
+from .precision import BY_ENCODING, NARROW, PRECISIONS
 from .quant import pack_int4, pack_int4_kn, unpack_int4, unpack_int4_kn
 
 
@@ -112,24 +112,37 @@ def poisoned(precision, shape, dtype=None):
     return cuda.to_device(np.full(shape, poison(precision, dtype), dtype))
 
 
+def _reader(prec, dtype):
+    """The precision that reads a C of dtype: prec's own, or for an integer
+    precision's sums through an epilogue (float32, bfloat16's bits, float16)
+    a float precision with every narrow format."""
+    if not prec.exact or np.dtype(dtype).kind == "i":
+        return prec
+    return next(p for p in PRECISIONS.values() if set(p.narrows) == set(NARROW))
+
+
 def poison(precision, dtype):
     """The precision's poison as a C of dtype holds it (bfloat16's bits of NaN in uint16)."""
-    prec = PRECISIONS[precision]
+    prec = _reader(PRECISIONS[precision], dtype)
     encoding = prec.encoding_of(dtype)
     return PRECISIONS[BY_ENCODING[encoding]].encode(np.float32(prec.poison)) if encoding else prec.poison
 
 
 def mismatch(got, ref, precision, acc=""):
     """Why got differs from the reference beyond the precision's tolerance, or
-    None where it matches: integers entry for entry, the floats by relative error."""
+    None where it matches: integers entry for entry, the floats by relative
+    error; an integer precision's C through an epilogue (float32, or
+    bfloat16's bits or float16) as the floats are, within f32's or its
+    format's rounding."""
     prec = PRECISIONS[precision]
     got = np.asarray(got)
-    if prec.exact:
+    if prec.exact and got.dtype.kind == "i":        # its exact sums (int32, or a reference's int64)
         bad = np.flatnonzero(got.astype(np.int64) != ref)
         if bad.size:
             i = tuple(int(x) for x in np.unravel_index(bad[0], ref.shape))
             return f"{bad.size} of {ref.size} entries differ; first at {i}: {got[i]} != {ref[i]}"
         return None
+    prec = _reader(prec, got.dtype)
     narrow = prec.narrow_of(got.dtype)         # C rounded to a narrow format, or ""
     got = prec.decode(got)
     if not np.all(np.isfinite(got)):

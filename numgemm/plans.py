@@ -149,7 +149,7 @@ def make(a, b, shape, preset, out, stream):
     cc = tuple(dev.compute_capability)
     cfg = kernel_for(shape.cfg, precision, layout, preset, (M, N, K), cc)
     if shape.cfg is None:               # gemm()'s choice, storing C as asked, with the epilogue asked for
-        cfg = checks.with_epilogue(checks.with_c_dtype(cfg, shape.c_dtype, chosen=True), shape.epilogue, True)
+        cfg = checks.with_c_dtype(checks.with_epilogue(cfg, shape.epilogue, True), shape.c_dtype, chosen=True)
     if batch * cfg.split_k > 65535:         # grid.z: the batch times the split
         if shape.cfg is not None:
             raise ValueError(f"kernel {cfg.name} splits K {cfg.split_k} ways: batch {batch} x {cfg.split_k} is "

@@ -6,7 +6,7 @@ new C, in every precision at small to mid shapes, through named kernels
 (every path that keeps device state of its own: TMA maps, split-K and
 stream-K workspaces and flags, the INT4 widening workspace, C's map) and
 gemm()'s own choice, on Numba arrays and, where installed, torch tensors;
-the float precisions' calls with or without an epilogue (EPILOGUES: its
+the float precisions' and INT8's calls with or without an epilogue (EPILOGUES: its
 vectors are arrays of the call's too). Each call gets fresh values written
 into its arrays and a poisoned output; integers must equal the exact
 product, the floats within Precision.tolerance.
@@ -38,7 +38,21 @@ POOL = 12                   # kept plans, and arrays repeated, alive at once (th
 #: every vector, and an activation.
 EPILOGUES = {"e4m3": dict(scale_a="tensor", scale_b="tensor"), "e5m2": dict(scale_a="tensor", scale_b="tensor"),
              "fp16": dict(scale_a="row", scale_b="col", bias=True, act="silu"),
-             "bf16": dict(scale_a="row", scale_b="col", bias=True, act="gelu")}
+             "bf16": dict(scale_a="row", scale_b="col", bias=True, act="gelu"),
+             "int8": dict(scale_a="row", scale_b="col", bias=True)}         # W8A8
+
+
+def with_epilogue(cfg, epilogue, chosen=False):
+    """cfg (a KernelConfig, or None: gemm()'s choice) with the epilogue's
+    fields, or None where it cannot take them (split-K summed in its last
+    blocks, stream-K)."""
+    from .checks import with_epilogue as with_fields
+
+    fields = dict(dict.fromkeys(("scale_a", "scale_b", "act"), ""), bias=False, **(epilogue or {}))
+    try:
+        return with_fields(cfg, fields, chosen)
+    except ValueError:
+        return None
 
 
 def kernels(precision, cc):
@@ -180,7 +194,11 @@ class Call:
 
     def _poison(self):
         batch, M, N, _ = self.shape
-        dtype = self.kernel.c_dtype if self.kernel is not None else PRECISIONS[self.precision].out_dtype
+        prec = PRECISIONS[self.precision]
+        if self.kernel is not None:
+            dtype = with_epilogue(self.kernel, self.epilogue).c_dtype
+        else:                           # an integer precision's sums through an epilogue: float32
+            dtype = np.float32 if self.epilogue and prec.exact else prec.out_dtype
         return np.full((batch, M, N) if batch > 1 else (M, N), operands.poison(self.precision, dtype), dtype)
 
 
@@ -205,8 +223,11 @@ class Soak:
             precision = list(PRECISIONS)[rng.integers(len(PRECISIONS))]
             ks = self.kernels[precision]
             shape = (2 if rng.random() < 0.15 else 1, *(int(rng.choice(DIMS[d])) for d in "MNK"))
+            kernel = ks[rng.integers(len(ks))]
             epilogue = EPILOGUES.get(precision) if rng.random() < 0.5 else None
-            call = Call.new(precision, ks[rng.integers(len(ks))], shape, rng,
+            if kernel is not None and with_epilogue(kernel, epilogue) is None:
+                epilogue = None
+            call = Call.new(precision, kernel, shape, rng,
                             self.libs[rng.integers(len(self.libs))], out=kind != "new_c", plan=kind == "plan",
                             epilogue=epilogue)
             if pool is not None:
@@ -282,11 +303,11 @@ def libraries():
 def prebuild(cc, jobs):
     """Build every kernel the soak can call, before its clock starts."""
     from . import kernel, registry, tuning
-    from .checks import with_c_dtype, with_epilogue
+    from .checks import with_c_dtype
 
     cfgs = []
     for p in PRECISIONS:
-        chosen = []
+        chosen, named = [], kernels(p, cc)[1:]
         for k in kernels(p, cc):
             if k is not None:
                 chosen.append(k)
@@ -299,8 +320,7 @@ def prebuild(cc, jobs):
                         chosen.append(with_c_dtype(cfg, np.dtype(PRECISIONS[p].out_dtype), chosen=True))
         cfgs += chosen
         if p in EPILOGUES:
-            fields = dict(dict.fromkeys(("scale_a", "scale_b", "act"), ""), bias=False, **EPILOGUES[p])
-            cfgs += [with_epilogue(c, fields, chosen=True) for c in chosen]
+            cfgs += [c for c in (with_epilogue(c, EPILOGUES[p], c not in named) for c in chosen) if c is not None]
     return kernel.prebuild(list(dict.fromkeys(cfgs)), cc, jobs)
 
 

@@ -43,7 +43,10 @@ def gemm(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[torch.dtype] = No
 @gemm.register_fake
 def _(a, b, out_dtype=None, kernel=None, precision=None, scale_a=None, scale_b=None, bias=None, activation=None):
     batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    return a.new_empty((*batch, a.shape[-2], b.shape[-1]), dtype=out_dtype or _c_dtype(a, kernel, precision))
+    dtype = out_dtype or _c_dtype(a, kernel, precision)
+    if out_dtype is None and dtype == torch.int32 and any(x is not None for x in (scale_a, scale_b, bias, activation)):
+        dtype = torch.float32           # an integer precision's sums through the epilogue (W8A8)
+    return a.new_empty((*batch, a.shape[-2], b.shape[-1]), dtype=dtype)
 
 
 @torch.library.custom_op("numgemm::linear", mutates_args=())

@@ -41,8 +41,6 @@ def test_the_epilogues_arguments_become_its_fields(given, fields):
     (_A, (np.ones(4), None, None, None), TypeError, "scale_a must be float32; got dtype float64"),
     (_A, (None, None, 1.0, None), TypeError, "bias must be a float32 NumPy array, as a and b are; got float"),
     (_A, (None, None, None, "tanh"), ValueError, "activation must be one of relu, gelu, silu or None"),
-    (np.zeros((4, 16), np.int8), (1.0, None, None, None), ValueError,
-     "scale_a: the epilogue runs on f32 sums .*int8's C is its exact int32 sums"),
 ])
 def test_bad_epilogue_arguments_are_named(a, given, error, message):
     b = _B if a.dtype == np.float16 else np.zeros((8, 16), np.int8).T
@@ -74,3 +72,15 @@ def test_fp8s_c_is_float32_bfloat16_or_float16(out_dtype, want):
     shape = checks.checked(a, b, "e4m3", "e4m3_wgmma", "tuned", None, None, out_dtype)
     assert shape.c_dtype == want and shape.cfg.c_dtype == want
     assert shape.cfg.out == {np.float32: "", np.uint16: "bf16", np.float16: "f16"}[want]
+
+
+def test_int8s_c_is_float_only_through_an_epilogue():
+    """W8A8: INT8's exact int32 sums, or through an epilogue float32 (default), bfloat16 or float16."""
+    a, b = np.zeros((4, 32), np.int8), np.zeros((8, 32), np.int8).T
+    scales = (np.ones((4, 1), np.float32), np.ones((1, 8), np.float32), None, None)
+    assert checks.checked(a, b, None, None, "tuned", None, None, None, scales).c_dtype == np.float32
+    assert checks.checked(a, b, None, "int8_wgmma", "tuned", None, None, "bfloat16", scales).cfg.out == "bf16"
+    with pytest.raises(TypeError, match="out_dtype: int8 gives C as int32; got bfloat16"):
+        checks.checked(a, b, None, None, "tuned", None, None, "bfloat16")
+    with pytest.raises(TypeError, match="int8 gives C as float32 or float16 or bfloat16 through the epilogue"):
+        checks.checked(a, b, None, None, "tuned", None, None, "int32", scales)

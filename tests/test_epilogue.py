@@ -46,10 +46,11 @@ def test_the_fields_name_the_kernel():
 
 
 @pytest.mark.parametrize("name,fields,message", [
-    ("int8_wgmma", dict(bias=True), "runs on f32 sums, not int8's s32"),
+    ("int4_ptx_unpack_s8", dict(bias=True), "not a scaled widening's"),
     ("fp16_wmma", dict(act="relu"), "not op=wmma's"),
-    ("fp16_ptx_fp16acc", dict(scale_a="tensor"), "f32 sums, not fp16's f16"),
-    ("int8_ptx_mma_k32_m16", dict(split_k=2, split_sum="last", bias=True), "f32 sums"),
+    ("fp16_ptx_fp16acc", dict(scale_a="tensor"), "exact s32 sums, not f16 ones"),
+    ("int8_ptx_mma_k32_m16", dict(split_k=2, split_sum="last", bias=True), "split_sum=last"),
+    ("int8_wgmma", dict(out="bf16"), "int8 rounds C to no narrower format .its exact sums; through an epilogue"),
     ("fp16_ptx_mma", dict(split_k=2, split_sum="last", bias=True), "split_sum=last"),
     ("fp16_wgmma", dict(persistent=True, stream_k=True, act="silu"), "stream_k"),
 ])
@@ -110,10 +111,13 @@ def test_the_sum_kernel_with_an_epilogue_builds_for_every_target():
 # --- on the GPU ------------------------------------------------------------------------
 
 #: Named kernels, one a store path: mma from registers (cp.async, TMA), its
-#: split-K sum kernel, wgmma staged, by TMA, rounding to BF16, FP8's both.
+#: split-K sum kernel, wgmma staged, by TMA, rounding to BF16, FP8's both;
+#: W8A8 (INT8's s32 sums converted): mma, wgmma, its C^T tiles, split-K; INT4.
 KERNELS = [("fp16_ptx_mma", {}), ("fp16_ptx_tma", dict(out="f16")), ("fp16_ptx_mma_m16", dict(split_k=3)),
            ("fp16_wgmma", {}), ("fp16_wgmma_c16", dict(c_tma=True)), ("bf16_wgmma", dict(out="bf16")),
-           ("e4m3_ptx_mma", dict(out="f16")), ("e4m3_wgmma", dict(out="bf16")), ("e5m2_wgmma_cl1", {})]
+           ("e4m3_ptx_mma", dict(out="f16")), ("e4m3_wgmma", dict(out="bf16")), ("e5m2_wgmma_cl1", {}),
+           ("int8_ptx_tma", {}), ("int8_wgmma", dict(out="bf16")), ("int8_wgmma_swap", dict(out="f16")),
+           ("int8_ptx_mma_k32_m16", dict(split_k=3)), ("int4_wgmma_unpack_s8", {})]
 
 
 @pytest.mark.gpu
@@ -145,11 +149,11 @@ def test_the_epilogue_matches_the_reference(name, kernel_fields, fields, rng):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("precision", ["fp16", "bf16", "e4m3"])
+@pytest.mark.parametrize("precision", ["fp16", "bf16", "e4m3", "int8"])
 def test_gemms_choice_with_an_epilogue_on_torch(precision, rng):
     """gemm()'s own kernel with torch tensors: scales as torch._scaled_mm takes
     them (one element, or (M, 1) and (1, N)), a Python number, a bias; C in
-    the narrow format where there is one. Then the same call again with new
+    bfloat16 where the precision has it, else float32 (INT8: W8A8). Then the same call again with new
     vectors (the prepared call moves their addresses) and new values in them."""
     torch = pytest.importorskip("torch")
     import numgemm
@@ -159,9 +163,9 @@ def test_gemms_choice_with_an_epilogue_on_torch(precision, rng):
     M, N, K = 130, 200, 96
     x, w = operands.values(precision, 1, M, N, K, rng)
     ref = operands.expected(precision, x, w)[0]
-    dt = getattr(torch, prec.encoding or "float16")
+    dt = getattr(torch, prec.encoding or np.dtype(prec.host_dtype).name)
     a = torch.from_numpy(x[0].view(np.int16) if x.itemsize == 2 and prec.encoding else x[0]).cuda().view(dt)
-    b_rows = np.ascontiguousarray(np.swapaxes(w[0], 0, 1))           # N x K, as a weight
+    b_rows = np.ascontiguousarray(w[0] if prec.exact else np.swapaxes(w[0], 0, 1))     # N x K, as a weight
     b = torch.from_numpy(b_rows.view(np.int16) if b_rows.itemsize == 2 and prec.encoding else b_rows).cuda()
     b = b.view(dt).t()
     out_dtype = getattr(torch, prec.encoding) if prec.encoding == "bfloat16" else None

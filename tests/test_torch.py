@@ -56,3 +56,12 @@ def test_torch_compile_of_a_linear_layer_matches_eager(dtype):
     np.testing.assert_array_equal(compiled.float().cpu().numpy(), eager.float().cpu().numpy())   # (bf16: exactly)
     err = (eager.float() - ref).norm() / ref.norm()
     assert eager.dtype == dtype and err < (2e-3 if dtype == torch.float16 else 1e-2), err    # bf16: 8 bits of mantissa
+
+
+def test_the_fake_gemm_of_int8_through_an_epilogue_is_float32():
+    """W8A8 under torch.compile's tracing: C float32 by default, or the dtype asked."""
+    a = torch.empty(16, 64, dtype=torch.int8, device="meta")
+    s = torch.empty(16, 1, dtype=torch.float32, device="meta")
+    assert torch.ops.numgemm.gemm(a, a.t(), scale_a=s).dtype == torch.float32
+    assert torch.ops.numgemm.gemm(a, a.t(), scale_a=s, out_dtype=torch.bfloat16).dtype == torch.bfloat16
+    assert torch.ops.numgemm.gemm(a, a.t()).dtype == torch.int32

@@ -88,7 +88,7 @@ def argtypes(cfg):
     with an epilogue (on whole sums: split_k=1), (C, scale_a, scale_b, bias)."""
     arr = lambda t: types.Array(t, 3, "A")  # noqa: E731 - any strides
     ab = u32 if cfg.op == "dp4a" else u8
-    c = arr(OUT["f16" if cfg.c_bits else cfg.acc])
+    c = arr(OUT["f16" if cfg.c_bits else cfg.stored])
     if cfg.split_sum == "last" or cfg.stream_k:        # stream_k: its slots, one after another
         c = types.Tuple((types.Array(OUT[cfg.acc], 1 if cfg.stream_k else 3, "C"), c, types.Array(i32, 1, "C")))
     elif cfg.epilogue and cfg.split_k == 1:

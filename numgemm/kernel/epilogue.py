@@ -16,16 +16,19 @@ Where a block's sums are whole, the warp routine's store is wrapped
 fragment puts them (_cells), each row's and column's factors loaded once,
 then the store runs as it does without one, so every store path (from
 registers, staged, by TMA) rounds the result. Split-K's slices are partial
-sums: the sum kernel applies it to each whole sum (element).
+sums: the sum kernel applies it to each whole sum (element). An integer
+precision's exact s32 sums are converted to f32 first (W8A8: C =
+s_a[m] s_b[n] (A @ B) + bias in float32, bfloat16 or float16); the store
+then writes f32 (KernelConfig.stored).
 """
 
 import math
 
 import numpy as np
-from numba import types
+from numba import cuda, types
 
 from ..tiles import WGMMA_PARTS
-from .regs import device, generated, u32
+from .regs import device, generated, inlined, u32
 
 #: The fields of KernelConfig that make the epilogue (split_k.SplitSum carries them too).
 FIELDS = ("scale_a", "scale_b", "bias", "act")
@@ -117,30 +120,59 @@ def _apply(cfg):
 
 def around(cfg, store):
     """The warp routine's store with the epilogue first: store(acc, (C, sa,
-    sb, bias), ...), as the skeletons call a store."""
+    sb, bias), ...), as the skeletons call a store; s32 sums converted to
+    f32 first, into new arrays (the store is built for cfg.stored, f32)."""
     apply = _apply(cfg)
+    if cfg.acc == "f32":
+        def store_ep(acc, CE, z, m0, n0, wr0, wc0, M, N, tid, c_aligned):
+            apply(acc, CE[1], CE[2], CE[3], m0, n0, wr0, wc0, M, N, tid)
+            store(acc, CE[0], z, m0, n0, wr0, wc0, M, N, tid, c_aligned)
+        return device(store_ep)
+    to_f32 = _to_f32(cfg)
 
-    def store_ep(acc, CE, z, m0, n0, wr0, wc0, M, N, tid, c_aligned):
-        apply(acc, CE[1], CE[2], CE[3], m0, n0, wr0, wc0, M, N, tid)
-        store(acc, CE[0], z, m0, n0, wr0, wc0, M, N, tid, c_aligned)
-    return device(store_ep)
+    def store_sums(acc, CE, z, m0, n0, wr0, wc0, M, N, tid, c_aligned):
+        f = to_f32(acc)
+        apply(f, CE[1], CE[2], CE[3], m0, n0, wr0, wc0, M, N, tid)
+        store(f, CE[0], z, m0, n0, wr0, wc0, M, N, tid, c_aligned)
+    return inlined(store_sums)
+
+
+def _to_f32(cfg):
+    """convert(acc): the accumulators (an array, or a pair of arrays side by
+    side) as new f32 arrays of the same shape."""
+    def one(n):
+        def convert(acc):
+            f = cuda.local.array(n, types.float32)
+            for e in range(n):
+                f[e] = acc[e]
+            return f
+        return inlined(convert)
+    parts = WGMMA_PARTS[cfg.bn] if cfg.op == "wgmma" else ()
+    if len(parts) < 2:
+        return one(len(_cells(cfg)))
+    first, second = (one(n // 2) for n in parts)
+    return inlined(lambda acc: (first(acc[0]), second(acc[1])))
 
 
 def element(ep):
     """element(v, sa, sb, bias, r, c): the epilogue on one whole sum v of C's
-    row r, column c (ep: the fields, of a config or a split_k.SplitSum)."""
-    return generated("element", "v, sa, sb, bias, r, c", [f"return {_formula(ep, 'v', 'r', 'c')}"], ACTIVATIONS)
+    row r, column c (ep: the fields, of a config or a split_k.SplitSum), in
+    f32 (an s32 sum converted)."""
+    return generated("element", "v, sa, sb, bias, r, c", [f"return {_formula(ep, 'f32(v)', 'r', 'c')}"],
+                     {"f32": types.float32, **ACTIVATIONS})
 
 
 def rules(cfg):
-    """What the epilogue needs: f32 sums (the integers' exact int32 C is
-    not scaled), and a kernel whose store it wraps or whose slices the sum
-    kernel adds (mma or wgmma; split-K summed by its own kernel)."""
+    """What the epilogue needs: whole f32 or s32 sums (not f16 ones, nor
+    the 256-fold sums of a scaled INT4 widening, which its store shifts
+    back), and a kernel whose store it wraps or whose slices the sum kernel
+    adds (mma or wgmma; split-K summed by its own kernel)."""
     if not cfg.epilogue:
         return []
     err = []
-    if cfg.acc != "f32":
-        err.append(f"the epilogue (scales, bias, activation) runs on f32 sums, not {cfg.precision}'s {cfg.acc}")
+    if cfg.acc == "f16" or cfg.scaled:
+        err.append("the epilogue (scales, bias, activation) runs on f32 or exact s32 sums, not "
+                   + ("f16 ones" if cfg.acc == "f16" else "a scaled widening's (unpack=scaled, tile_scaled)"))
     if cfg.op not in ("mma", "wgmma"):
         err.append(f"the epilogue runs on the mma and wgmma kernels' accumulators, not op={cfg.op}'s")
     if cfg.split_sum == "last" or cfg.stream_k:

@@ -105,6 +105,14 @@ def divmod32(typingctx, a, b):
 
 
 @intrinsic
+def bits_of(typingctx, v):
+    """The 32 bits of an f32, as a uint32 (no conversion): for a b32 store."""
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+    return u32(v), codegen
+
+
+@intrinsic
 def sar8(typingctx, v):
     """v >> 8 for an int32, in 32 bits (Numba would widen it to 64)."""
     def codegen(context, builder, sig, args):

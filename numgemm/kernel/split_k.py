@@ -72,7 +72,7 @@ class SplitSum:
     def argtypes(self):
         """W (batch * S, M, N), contiguous; C (batch, M, N), any strides (f16:
         its 16-bit patterns), with an epilogue (C, scale_a, scale_b, bias); S."""
-        c = types.Array(OUT[self.out or self.acc], 3, "A")
+        c = types.Array(OUT[self.out or ("f32" if self.epilogue else self.acc)], 3, "A")
         return types.Array(OUT[self.acc], 3, "C"), ep.argtype(c) if self.epilogue else c, i32
 
     def function(self):

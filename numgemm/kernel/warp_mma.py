@@ -262,8 +262,8 @@ def _store(cfg, scaled):
     ptx = P.routines(cfg.linkage)
     mi, nj, _, _, nc = _counts(cfg)
     bm, bn = cfg.bm, cfg.bn
-    half = cfg.c_bits and cfg.acc == "f32"      # f32 sums rounded to f16x2 words (_half_rows)
-    st_pair = {"f32": ptx.st_global_v2_f32, "s32": ptx.st_global_v2_s32, "f16": ptx.st_global_b32}[cfg.acc]
+    half = cfg.c_bits and cfg.stored == "f32"   # f32 sums rounded to f16x2 words (_half_rows)
+    st_pair = {"f32": ptx.st_global_v2_f32, "s32": ptx.st_global_v2_s32, "f16": ptx.st_global_b32}[cfg.stored]
     c_shift = 1 if cfg.c_bits else 2                  # log2 of C's element bytes (f16 as 16-bit bits)
     # Scaled widening: 16 x 16 per product, so the sums are 256 x the s4 ones.
     # Written out: a shift inside the store's loops stops LLVM unrolling them.

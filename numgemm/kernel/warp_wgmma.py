@@ -28,7 +28,7 @@ from numba import cuda
 from .. import primitives as P
 from ..precision import NARROW
 from ..tiles import SWIZZLE_BYTES, WGMMA_PARTS
-from .regs import ACC, device, generated, i32, inlined, u8, u32, u64, zeroed
+from .regs import ACC, bits_of, device, generated, i32, inlined, u8, u32, u64, zeroed
 from .seams import WarpRoutine
 from .warp_mma import _store
 
@@ -102,12 +102,12 @@ def _transposed(cfg, n_acc):
              "if m0 + bm <= M and n0 + bn <= N:",
              "    ldc = u64(C.strides[1])",
              "    at = global_addr(C, 0) + u64(z) * u64(C.strides[0]) + u64(c0) * ldc + u64(r0) * u64(4)"]
-    lines += [f"    st(at + u64({dc}) * ldc + u64({4 * dr}), u32(acc[{e}]))" for e, dr, dc in cells]
+    lines += [f"    st(at + u64({dc}) * ldc + u64({4 * dr}), bits(acc[{e}]))" for e, dr, dc in cells]
     lines += ["    return"]
     for e, dr, dc in cells:
         lines += [f"if r0 + {dr} < M and c0 + {dc} < N:", f"    C[u32(z), u32(c0 + {dc}), u32(r0 + {dr})] = acc[{e}]"]
     env = {"bm": cfg.bm, "bn": cfg.bn, "global_addr": P.global_addr, "u32": u32, "u64": u64,
-           "st": P.routines("inline").st_global_b32}
+           "st": P.routines("inline").st_global_b32, "bits": bits_of if cfg.stored == "f32" else u32}
     return generated("store", "acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned", lines, env)
 
 
@@ -133,7 +133,7 @@ def _stores(cfg, scaled, parts):
         return one(cfg)
     # A part as a tile of its own: the fields of a config that _store reads.
     env = {f"s{i}": one(SimpleNamespace(bm=cfg.bm, bn=n, warp_tile=(16, n), kstep_bytes=cfg.kstep_bytes,
-                                        acc=cfg.acc, c_bits=cfg.c_bits, out=cfg.out, prec=cfg.prec,
+                                        acc=cfg.acc, stored=cfg.stored, c_bits=cfg.c_bits, out=cfg.out, prec=cfg.prec,
                                         linkage=cfg.linkage))
            for i, n in enumerate(parts)}
     return generated("store", "acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned",
@@ -158,7 +158,7 @@ def _staged(cfg, n, plain):
     ptx = P.routines("inline")
     half, pitch = cfg.c_bits, cfg.c_stage_pitch
     esize, c_shift = (2, 1) if half else (4, 2)
-    kind = "b32" if half else cfg.acc
+    kind = "b32" if half else cfg.stored
     lines = _buffer_head(cfg) + [
              "g, t = lane >> 2, lane & 3",
              "at = buf + u32(g * pitch + t * 2 * esize)",
@@ -181,7 +181,7 @@ def _staged(cfg, n, plain):
     env = {"plain": plain, "bm": cfg.bm, "bn": n, "pitch": pitch, "esize": esize, "c_shift": c_shift,
            "shared_addr": P.shared_addr, "global_addr": P.global_addr, "cuda": cuda, "u8": u8, "u32": u32,
            "to_half": getattr(ptx, NARROW[cfg.out].cvt) if half else None, "st_w": ptx.st_shared_b32,
-           "st_p": getattr(ptx, f"st_shared_v2_{cfg.acc}"), "ld4": getattr(ptx, f"ld_shared_v4_{kind}"),
+           "st_p": getattr(ptx, f"st_shared_v2_{cfg.stored}"), "ld4": getattr(ptx, f"ld_shared_v4_{kind}"),
            "st4": getattr(ptx, f"st_global_v4_{kind}")}
     return generated("store", "acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned", lines, env)
 
@@ -240,7 +240,7 @@ def _tma_stored(cfg, n, plain):
     env = {"plain": plain, "bm": cfg.bm, "bn": n, "shared_addr": P.shared_addr, "cuda": cuda, "u8": u8,
            "u32": u32, "u64": u64, "i32": i32, "to_half": getattr(ptx, NARROW[cfg.out].cvt) if half else None,
            "st_w": ptx.st_shared_b32,
-           "st_p": getattr(ptx, f"st_shared_v2_{cfg.acc}"), "fence_async": ptx.fence_proxy_async,
+           "st_p": getattr(ptx, f"st_shared_v2_{cfg.stored}"), "fence_async": ptx.fence_proxy_async,
            "tma_store": ptx.tma_store_3d, "commit": ptx.bulk_commit, "wait_read_0": ptx.bulk_wait_read_0,
            "wait_read_1": ptx.bulk_wait_read_1}
     return generated("store", "acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned", lines, env)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from numgemm import operands, registry
-from numgemm.precision import PRECISIONS
+from numgemm.precision import NARROW, PRECISIONS
 
 REGISTERED = [(p, n) for p in registry.PRESETS for n in registry.names(p)]
 CASES_PER_KERNEL = 3
@@ -129,3 +129,34 @@ def test_fuzz_kernel(preset, name, seeded):
 def test_fuzz_default_choice(precision, seeded):
     """gemm()'s own choice per shape (tuned winners, split-K, small-M tiles)."""
     fuzz(precision, None, None, "tuned", seeded, 16)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", ["fp16", "bf16", "e4m3", "int8"])
+def test_fuzz_epilogue(precision, seeded):
+    """gemm()'s own choice through a random epilogue each case (scales per
+    tensor, row or column, a bias, an activation; NumPy vectors, or a scale as
+    a number), C in float32 or a narrow format the precision has (INT8: any),
+    against float64."""
+    import numgemm
+
+    rng, seed = seeded
+    prec = PRECISIONS[precision]
+    for _ in range(12):
+        batch, M, N, K, _ = draw(rng)
+        fields = {"scale_a": ("", "tensor", "row")[rng.integers(3)], "scale_b": ("", "tensor", "col")[rng.integers(3)],
+                  "bias": bool(rng.integers(2)), "act": ("", "relu", "gelu", "silu")[rng.integers(4)]}
+        sa, sb, bias = operands.epilogue_vectors(fields, M, N, rng)
+        if sa is not None and sa.size == 1 and rng.random() < 0.5:
+            sa = float(sa[0])
+        a, b = operands.values(precision, batch, M, N, K, rng)
+        want = operands.through_epilogue(reference(precision, a, b), sa, sb, bias, fields["act"] or None)
+        x, y = operands.in_layout(precision, registry.choice_layout(precision), a, b)
+        formats = [None, *(("bfloat16", "float16") if prec.exact else (n.dtype_name for n in map(NARROW.get,
+                                                                                                     prec.narrows)))]
+        out_dtype = formats[rng.integers(len(formats))]
+        got = numgemm.gemm(x, y, precision=precision, scale_a=sa, scale_b=sb, bias=bias,
+                           activation=fields["act"] or None, out_dtype=out_dtype)
+        why = operands.mismatch(got, want, precision)
+        assert why is None, (f"{fields} at {(batch, M, N, K)}, C {out_dtype or 'default'}: {why}; "
+                             f"NUMGEMM_FUZZ_SEED={seed}")

@@ -27,8 +27,9 @@ from dataclasses import asdict
 import numpy as np
 
 from . import microbench, operands, report, selection
+from .selection import epilogue_fields
 from .cli import entry
-from .measure import bytes_moved, check, from_l2, log, operand_sets, prebuild, time_run, timed
+from .measure import bytes_moved, check, epilogue_given, from_l2, log, operand_sets, prebuild, time_run, timed
 from .precision import PRECISIONS
 from .timing import device_name
 from .toolchain import TARGETS
@@ -108,7 +109,8 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
         # it, with no kernel named), and the launch alone.
         x0, y0 = dev_sets[cfg.b_layout][0]
         named = None if kname == "default" else cfg
-        row.host_us = time_host(lambda: gemm(x0, y0, precision=precision, kernel=named, out=outs[0], k=K))
+        given = epilogue_given(cfg, M, N, rng)[1]
+        row.host_us = time_host(lambda: gemm(x0, y0, precision=precision, kernel=named, out=outs[0], k=K, **given))
         row.launch_us = time_host(plans[0].launch)
         if not ok:
             row.status = "FAIL"
@@ -132,7 +134,8 @@ def _time_shape(precision, chosen, checked, shape, label, args, ceilings, times,
         log(f"  {kname}: {ms:.3f} ms, {row.tops:.1f} T(FL)OPS")
     del dev_sets
     peers = [] if args.no_peers else peer_runs(precision, M, N, K, batch, rng, len(host_sets),
-                                               getattr(args, "b_layout", None), getattr(args, "out_dtype", "float32"))
+                                               getattr(args, "b_layout", None), getattr(args, "out_dtype", "float32"),
+                                               epilogue_fields(getattr(args, "epilogue", None)))
     for pname, prun, pcheck in peers:
         log(f"[{precision} {label}] time {pname}")
         measured = time_run(prun, args.repeats, between, getattr(args, "steady", None))     # as the kernels
@@ -226,6 +229,11 @@ def parse(argv):
                          "sum as it is stored (gemm()'s out_dtype), narrow each its own (FP8: bfloat16), as "
                          "F.linear and torch._scaled_mm return them; kernels that cannot (WMMA, a format the "
                          "precision lacks) are left out")
+    ap.add_argument("--epilogue", metavar="FIELD=VALUE,...",
+                    help="every kernel through an epilogue: scale_a=tensor|row, scale_b=tensor|col, bias, "
+                         "act=relu|gelu|silu (gemm()'s scale_a, scale_b, bias, activation; fresh vectors); the "
+                         "peers do the same after their GEMM, in torch (unfused; FP8's torch._scaled_mm takes "
+                         "its scales itself); kernels that cannot are left out")
     ap.add_argument("--b-layout", choices=("kn", "nk"),
                     help="B as K x N or as N x K (an nn.Linear weight): each kernel in that layout where it has "
                          "a twin (FP16 has both; INT8 and INT4 N x K), gemm()'s choice for it; default: each kernel's "

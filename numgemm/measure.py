@@ -41,9 +41,21 @@ def prebuild(cfgs, cc, jobs):
         f"with {jobs} jobs")
 
 
+def epilogue_given(cfg, M, N, rng):
+    """(host vectors, gemm()'s keyword arguments) of fresh vectors for cfg's
+    epilogue (operands.epilogue_vectors), on the device; none without one."""
+    from numba import cuda
+
+    vectors = operands.epilogue_vectors(cfg, M, N, rng)
+    on_device = (None if v is None else cuda.to_device(v) for v in vectors)
+    return vectors, (dict(zip(("scale_a", "scale_b", "bias"), on_device), activation=cfg.act or None)
+                     if cfg.epilogue else {})
+
+
 def check(precision, chosen, cc, rng):
     """{(preset, config): (status, compile s)}: each kernel compiled and
-    checked once against the exact reference, on an irregular batched shape."""
+    checked once against the exact reference, on an irregular batched shape
+    (through its epilogue, with fresh vectors, where it has one)."""
     from numba import cuda
 
     from .api import plan_gemm
@@ -63,14 +75,16 @@ def check(precision, chosen, cc, rng):
             dev_ops[cfg.b_layout] = operands.to_device(precision, cfg.b_layout, a, b)
         da, db = dev_ops[cfg.b_layout]
         out = operands.poisoned(precision, (batch, M, N), cfg.c_dtype)
+        vectors, given = epilogue_given(cfg, M, N, rng)
         t0 = time.perf_counter()
         compile_s = math.nan
         try:
-            plan = plan_gemm(da, db, precision=precision, kernel=cfg, out=out, k=K)
+            plan = plan_gemm(da, db, precision=precision, kernel=cfg, out=out, k=K, **given)
             compile_s = time.perf_counter() - t0
             plan.launch()
             cuda.synchronize()
-            why = operands.mismatch(out.copy_to_host(), ref, precision, cfg.acc)
+            want = operands.through_epilogue(ref, *vectors, cfg.act or None)
+            why = operands.mismatch(out.copy_to_host(), want, precision, cfg.acc)
         except Exception as e:  # noqa: BLE001 - a failing kernel is reported, not fatal
             why = f"{type(e).__name__}: {e}"
         if why:
@@ -119,14 +133,10 @@ def timed(precision, cfg, shape, dev_sets, host_sets, args, rng, between=None, s
     poisoned output: in steady state (steady: a timing.Steady), else a burst
     of args.repeats. A kernel with an epilogue gets fresh vectors for it
     (operands.epilogue_vectors), the same for every set."""
-    from numba import cuda
-
     from .api import plan_gemm
 
     M, N, K = shape
-    vectors = operands.epilogue_vectors(cfg, M, N, rng)
-    given = dict(zip(("scale_a", "scale_b", "bias"), (None if v is None else cuda.to_device(v) for v in vectors)),
-                 activation=cfg.act or None)
+    vectors, given = epilogue_given(cfg, M, N, rng)
     outs = [operands.poisoned(precision, (args.batch, M, N), cfg.c_dtype) for _ in host_sets]
     plans = [plan_gemm(x, y, precision=precision, kernel=cfg, out=o, k=K, **given)
              for (x, y), o in zip(dev_sets, outs)]

@@ -5,12 +5,16 @@ and (torch.mm's out_dtype, where there is one) as float32, the C numgemm's
 cuBLASLt int8 through torch._int_mm with B column-major (its fast layout),
 and Triton's int8 (numgemm.peers_triton); cuBLASLt FP8 through
 torch._scaled_mm (B column-major, per-tensor scales of 1, C in bfloat16
-and in float32). All are optional; a missing one is skipped."""
+and in float32). All are optional; a missing one is skipped. With an
+epilogue (the bench's --epilogue), each applies it after its GEMM in torch,
+unfused, as a model without a fused kernel would (FP8: torch._scaled_mm
+takes the scales itself; the bias and activation follow)."""
 
 import functools
 
 import numpy as np
 
+from . import operands
 from .operands import sample_expected, values
 from .precision import PRECISIONS
 
@@ -42,12 +46,13 @@ def _cupy():
     return cupy
 
 
-def peer_runs(precision, M, N, K, batch, rng, sets=1, b_layout=None, out_dtype="float32"):
+def peer_runs(precision, M, N, K, batch, rng, sets=1, b_layout=None, out_dtype="float32", epilogue=None):
     """[(name, run(i), check())] for the libraries that can do this GEMM.
     FP16 with b_layout "nk": B kept as an N x K weight, multiplied as
     torch.nn.functional.linear does (x @ w.t()). FP8: C in out_dtype's
     format first (the bench's --out-dtype: the ratio to the library is to
-    the first), then the other.
+    the first), then the other. epilogue: KernelConfig's epilogue fields,
+    applied after the GEMM with fresh vectors (torch's peers only).
 
     run(i) enqueues one product (without synchronizing) on operand set
     i % sets: as many sets as numgemm's kernels rotate over (operand_sets),
@@ -56,6 +61,8 @@ def peer_runs(precision, M, N, K, batch, rng, sets=1, b_layout=None, out_dtype="
     exact dot products on a sample of entries (numgemm.operands)."""
     torch = _torch()
     library = PRECISIONS[precision].wide
+    if epilogue and any(epilogue.values()):
+        return _epilogue_runs(torch, precision, M, N, K, batch, rng, sets, out_dtype, epilogue) if torch else []
     if library.library == "scaled_mm":
         return _scaled_mm_runs(torch, precision, M, N, K, batch, rng, sets, out_dtype) if torch is not None else []
     if library.library == "cublas":
@@ -180,10 +187,69 @@ def _triton():
     return peers_triton
 
 
-def _ok(c, a, b, precision):
+def _epilogue_runs(torch, precision, M, N, K, batch, rng, sets, out_dtype, fields):
+    """The library GEMM with the epilogue after it in torch, unfused, as a
+    model without a fused kernel runs it: cuBLAS (torch.matmul), cuBLASLt
+    int8 (torch._int_mm, its int32 C widened), or cuBLASLt FP8
+    (torch._scaled_mm, which takes the scales itself: per tensor, or (M, 1)
+    and (1, N) row-wise); then the scales, bias and activation. Fresh
+    vectors; C in bfloat16 where out_dtype asks a narrow C, else float32 (the
+    16-bit floats' GEMM: their own dtype). [] where the library refuses."""
+    prec = PRECISIONS[precision]
+    host = [values(precision, batch, M, N, K, rng) for _ in range(sets)]
+    vectors = operands.epilogue_vectors(fields, M, N, rng)
+    sa, sb, bias = (None if v is None else torch.from_numpy(v.reshape(s if v.size > 1 else ())).cuda()
+                    for v, s in zip(vectors, ((M, 1), (1, N), (N,))))
+    narrow = torch.bfloat16 if out_dtype in ("bfloat16", "narrow") else torch.float32
+    act = {"relu": torch.relu, "silu": torch.nn.functional.silu, "": None,
+           "gelu": lambda x: torch.nn.functional.gelu(x, approximate="tanh")}[fields["act"]]
+    tensor = functools.partial(_tensor, torch, prec)
+    rows = [(tensor(a), tensor(np.ascontiguousarray(b if prec.exact else np.swapaxes(b, -1, -2)))) for a, b in host]
+    ops = _Sets(host, [(a, w.transpose(-1, -2)) for a, w in rows])        # B column-major: a weight's rows
+    one = torch.ones((), dtype=torch.float32, device="cuda")
+    if prec.library == "scaled_mm":
+        name = f"cublaslt_{precision} (torch._scaled_mm)"
+        scales = dict(scale_a=one if sa is None else sa.float(), scale_b=one if sb is None else sb.float())
+
+        def gemm(x, y):
+            return torch._scaled_mm(x, y, **scales, out_dtype=torch.bfloat16)
+    elif prec.exact:
+        if M <= 16:
+            return []                   # torch._int_mm needs M > 16
+        name = "cublaslt_int8 (torch._int_mm)"
+        gemm = torch._int_mm
+    else:
+        name = f"cublas_{precision} (torch)"
+        gemm = torch.matmul
+    try:
+        gemm(ops.dev[0][0][0], ops.dev[0][1][0])
+    except RuntimeError:
+        return []
+    out = {}
+
+    def run(i):
+        ta, tb = ops.pick(i)
+        c = torch.stack([gemm(ta[z], tb[z]) for z in range(batch)])
+        if prec.exact:
+            c = c.float()
+        for v in (sa, sb) if prec.library != "scaled_mm" else ():
+            if v is not None:
+                c = c * v
+        if bias is not None:
+            c = c + bias
+        c = act(c) if act else c
+        out["c"] = c.to(narrow) if c.dtype == torch.float32 and narrow != torch.float32 else c
+    done = "+".join(k for k, v in fields.items() if v)
+    return [(f"{name} + torch {done} (unfused)", run,
+             lambda: _ok(out["c"].float().cpu().numpy(), *ops.last_host, precision, (vectors, fields["act"] or None)))]
+
+
+def _ok(c, a, b, precision, epilogue=None):
     # FP16 libraries may accumulate otherwise than numgemm: a looser tolerance than Precision's.
     at, ref = sample_expected(a, b, precision, np.random.default_rng(0), c.shape, 64)
+    if epilogue is not None:
+        ref = operands.through_epilogue(ref, *epilogue[0], epilogue[1], at=at)
     got = c[at].astype(np.float64)
-    if PRECISIONS[precision].exact:
+    if PRECISIONS[precision].exact and epilogue is None:
         return bool(np.array_equal(got, ref))
     return bool(np.linalg.norm(got - ref) <= 1e-2 * np.linalg.norm(ref))

@@ -83,20 +83,50 @@ def in_layout_asked(cfg, args):
     return registry.layout_twin(cfg, want)
 
 
-def c_as_asked(cfg, args, chosen=False):
-    """cfg storing a 16-bit float precision's C as --out-dtype asks (as
-    gemm(out_dtype=) has it: float16 for FP16, bfloat16 for BF16, narrow for
-    each its own), or None for a kernel that cannot (WMMA, or the other
-    format), which the run leaves out. The integers keep int32."""
-    from .api import with_c_dtype
+def epilogue_fields(spec):
+    """--epilogue's FIELD=VALUE,... (bias alone: bias=True) as KernelConfig's
+    epilogue fields, every one named; {} for None."""
+    if not spec:
+        return {}
+    fields = dict(scale_a="", scale_b="", bias=False, act="")
+    for item in spec.split(","):
+        key, _, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if key not in fields:
+            raise UsageError(f"--epilogue takes {', '.join(fields)}; got {key!r}")
+        fields[key] = value in ("", "True", "true", "1") if key == "bias" else value
+    try:
+        from .config import KernelConfig
 
+        KernelConfig("fp16", **fields)
+    except ValueError as e:
+        raise UsageError(f"--epilogue {spec}: {e}") from None
+    return fields
+
+
+def c_as_asked(cfg, args, chosen=False):
+    """cfg with --epilogue's fields (epilogue_fields), storing C as
+    --out-dtype asks (as gemm(out_dtype=) has it: float16 for FP16, bfloat16
+    for BF16, narrow for each its own; an integer precision's C through an
+    epilogue: float32, or either), or None for a kernel that cannot (WMMA, or
+    a format it lacks), which the run leaves out. The integers keep int32."""
+    from .api import with_c_dtype
+    from .checks import with_epilogue
+
+    fields = epilogue_fields(getattr(args, "epilogue", None))
+    if cfg is not None and fields:
+        try:
+            cfg = with_epilogue(cfg, fields, chosen)
+        except ValueError as e:
+            log(f"left out: {e}")
+            return None
     asked = getattr(args, "out_dtype", "float32")
-    if asked == "float32" or cfg is None or not cfg.prec.narrows:
+    if asked == "float32" or cfg is None or not cfg.narrows:
         return cfg
-    prec = cfg.prec
-    narrow = prec.narrow if asked == "narrow" else next((n for n in prec.narrows if NARROW[n].dtype_name == asked), "")
+    narrows = cfg.narrows
+    narrow = narrows[0] if asked == "narrow" else next((n for n in narrows if NARROW[n].dtype_name == asked), "")
     if not narrow:
-        log(f"left out: {cfg.name}: {prec.name} has no {asked} C")
+        log(f"left out: {cfg.name}: {cfg.precision} has no {asked} C")
         return None
     try:
         return with_c_dtype(cfg, np.dtype(NARROW[narrow].dtype), chosen)

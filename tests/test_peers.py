@@ -37,3 +37,22 @@ def test_fp8s_peer_is_scaled_mm_with_c_as_asked_first(out_dtype, first, rng):
             run(i)
             torch.cuda.synchronize()
             assert check(), (name, i)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", ["fp16", "int8", "e4m3"])
+def test_peers_apply_the_epilogue_after_their_gemm(precision, rng):
+    """W8A8 and FP8 row-wise peers: the library's GEMM, then the scales, bias
+    and activation in torch (torch._scaled_mm takes the scales itself);
+    checked against the product through the epilogue."""
+    torch = pytest.importorskip("torch")
+    if precision == "e4m3" and torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip("torch._scaled_mm needs sm_89")
+    fields = dict(scale_a="row", scale_b="col", bias=True, act="silu")
+    runs = peer_runs(precision, 64, 96, 192, 1, rng, sets=2, out_dtype="bfloat16", epilogue=fields)
+    assert len(runs) == 1 and "unfused" in runs[0][0]
+    name, run, check = runs[0]
+    for i in (0, 1):
+        run(i)
+        torch.cuda.synchronize()
+        assert check(), (name, i)

@@ -89,3 +89,15 @@ def test_a_layout_other_than_the_precisions_is_timed_beside_its_own():
     assert [(name, cfg.b_layout) for _, name, cfg in picks] == [("default", "nk"), ("default KN", "kn")]
     assert picks[1][2] == tuning.choose("fp16", "kn", 16, 4096, 4096, (9, 0))
     assert len(selection.default_picks("int8", (16, 4096, 4096), (9, 0), args)) == 1     # INT8's own layout
+
+
+def test_the_benchs_epilogue_is_read_into_fields():
+    from numgemm.cli import UsageError
+    from numgemm.selection import epilogue_fields
+
+    assert epilogue_fields("scale_a=row,scale_b=col,bias,act=silu") == dict(scale_a="row", scale_b="col", bias=True,
+                                                                         act="silu")
+    assert epilogue_fields(None) == {}
+    for bad, message in (("scale=row", "takes scale_a, scale_b, bias, act"), ("scale_a=col", "scale_a must be")):
+        with pytest.raises(UsageError, match=message):
+            epilogue_fields(bad)

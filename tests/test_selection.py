@@ -1,6 +1,7 @@
 """numgemm.selection: the kernels and shapes a bench run covers, from its arguments."""
 
 import numpy as np
+import pytest
 
 from numgemm import bench, selection
 

@@ -76,12 +76,15 @@ def through_epilogue(ref, scale_a=None, scale_b=None, bias=None, activation=None
     """An exact product ref (..., M, N) through gemm()'s epilogue, in float64:
     activation(scale_a * scale_b * ref + bias), scale_a one value or one a
     row, scale_b one value or one a column, bias one a column. With at (the
-    (z, i, j) of sample_expected), ref holds those entries only."""
+    (z, i, j) of sample_expected), ref holds those entries only. Without
+    any of them, ref as it is (an integer product stays exact)."""
     def factor(x, axis):
         x = np.asarray(x, np.float64).reshape(-1)
         if x.size == 1:
             return x[0]
         return x[at[1 + axis]] if at is not None else x.reshape(-1, 1) if axis == 0 else x
+    if scale_a is None and scale_b is None and bias is None and not activation:
+        return ref
     out = np.asarray(ref, np.float64)
     for x, axis in ((scale_a, 0), (scale_b, 1)):
         if x is not None:

@@ -131,7 +131,7 @@ def test_the_epilogue_matches_the_reference(name, kernel_fields, fields, rng):
 
     import numgemm
 
-    cfg = registry.get(name).replace(**kernel_fields)
+    cfg = registry.get(name).replace(**kernel_fields, **fields)       # the kernel the call names, epilogue and all
     why = cfg.unsupported(tuple(cuda.get_current_device().compute_capability))
     if why:
         pytest.skip(why)

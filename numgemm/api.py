@@ -44,8 +44,9 @@ def gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, out_dty
     of torch, CuPy or Numba. Returns out, or a new C in the operands'
     framework (a NumPy array when a and b are NumPy).
 
-    The epilogue (the float precisions: on the f32 sums, in the kernel,
-    before C is rounded to out_dtype): scale_a a number or float32 array of
+    The epilogue (in the kernel, on the f32 sums, or INT8's and INT4's
+    exact sums converted to f32 (W8A8: C then float32, or out_dtype bfloat16
+    or float16), before C is rounded to out_dtype): scale_a a number or float32 array of
     one element, or one a row of C ((M,) or (M, 1), torch._scaled_mm's
     row-wise form); scale_b one element, or one a column ((N,) or (1, N));
     bias (N,) float32; activation "relu", "gelu" (tanh form) or "silu".

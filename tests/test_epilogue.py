@@ -136,14 +136,15 @@ def test_the_epilogue_matches_the_reference(name, kernel_fields, fields, rng):
     if why:
         pytest.skip(why)
     M, N, K = 300, 520, 200
-    a, b, ref = operands.kernel_operands(cfg, 1, M, N, K, rng)
+    a, b = operands.values(cfg.precision, 1, M, N, K, rng)
+    ref = operands.expected(cfg.precision, a, b)
     sa, sb, bias = operands.epilogue_vectors(fields, M, N, rng)
-    out = operands.poisoned(cfg.precision, (M, N), cfg.c_dtype)
-    da, db = operands.to_device(cfg.precision, cfg.b_layout, a, b)
+    out = operands.poisoned(cfg.precision, (1, M, N), cfg.c_dtype)
+    da, db = operands.to_device(cfg.precision, cfg.b_layout, a, b)       # batched: B transposed stays a view
     vec = [cuda.to_device(v) if v is not None else None for v in (sa, sb, bias)]
-    numgemm.gemm(da[0], db[0], kernel=cfg, out=out, scale_a=vec[0], scale_b=vec[1], bias=vec[2],
-                 activation=fields.get("act"))
-    want = operands.through_epilogue(ref[0], sa, sb, bias, fields.get("act"))
+    numgemm.gemm(da, db, kernel=cfg, out=out, scale_a=vec[0], scale_b=vec[1], bias=vec[2],
+                 activation=fields.get("act"), k=K)
+    want = operands.through_epilogue(ref, sa, sb, bias, fields.get("act"))
     why = operands.mismatch(out.copy_to_host(), want, cfg.precision)
     assert why is None, f"{cfg.name} with {fields}: {why}"
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from . import frameworks, registry
 from .config import KernelConfig
+from .kernel.epilogue import NONE
 from .precision import BY_DTYPE, NARROW, PRECISIONS
 
 
@@ -83,7 +84,7 @@ def _epilogue(prec, M, N, a, scale_a, scale_b, bias, activation):
     column (scale_b: (N,) or (1, N), "col"); the bias (N,) float32. Arrays
     live where the operands do (NumPy with NumPy, else on the GPU)."""
     host = isinstance(a, np.ndarray)
-    fields = {"scale_a": "", "scale_b": "", "bias": False, "act": ""}
+    fields = dict(NONE)
     for name, x, per, n, along in (("scale_a", scale_a, "row", M, (M, 1)), ("scale_b", scale_b, "col", N, (1, N)),
                                    ("bias", bias, "col", N, None)):
         if x is None:

@@ -88,7 +88,9 @@ def epilogue_fields(spec):
     epilogue fields, every one named; {} for None."""
     if not spec:
         return {}
-    fields = dict(scale_a="", scale_b="", bias=False, act="")
+    from .kernel.epilogue import NONE
+
+    fields = dict(NONE)
     for item in spec.split(","):
         key, _, value = item.partition("=")
         key, value = key.strip(), value.strip()

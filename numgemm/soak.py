@@ -47,8 +47,9 @@ def with_epilogue(cfg, epilogue, chosen=False):
     fields, or None where it cannot take them (split-K summed in its last
     blocks, stream-K)."""
     from .checks import with_epilogue as with_fields
+    from .kernel.epilogue import NONE
 
-    fields = dict(dict.fromkeys(("scale_a", "scale_b", "act"), ""), bias=False, **(epilogue or {}))
+    fields = dict(NONE, **(epilogue or {}))
     try:
         return with_fields(cfg, fields, chosen)
     except ValueError:

@@ -16,6 +16,7 @@ import sys
 from variants import variant
 
 from numgemm.kernel import build_config
+from numgemm.kernel.epilogue import NONE
 
 #: The opcodes that tell the epilogue's work: its loads (generic and global), MUFU, local memory.
 WATCHED = ("LD.E", "LDG.E", "MUFU.EX2", "MUFU.RCP", "LDL", "STL")
@@ -36,7 +37,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     for spec in args.variants:
         _, _, cfg = variant(spec)
-        plain = cfg.replace(scale_a="", scale_b="", bias=False, act="", out=cfg.out if cfg.prec.narrows else "")
+        plain = cfg.replace(**NONE, out=cfg.out if cfg.prec.narrows else "")
         got, base = (counts(build_config(c, args.target, together=())) for c in (cfg, plain))
         print(f"{spec} [{args.target}] ({cfg.name}) against {plain.name}:")
         print("  " + ", ".join(f"{k} {got[k]} ({got[k] - base[k]:+d})" for k in got))

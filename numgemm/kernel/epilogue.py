@@ -30,8 +30,10 @@ from numba import cuda, types
 from ..tiles import WGMMA_PARTS
 from .regs import device, generated, inlined, u32
 
-#: The fields of KernelConfig that make the epilogue (split_k.SplitSum carries them too).
-FIELDS = ("scale_a", "scale_b", "bias", "act")
+#: The fields of KernelConfig that make the epilogue (split_k.SplitSum carries them too), and their
+#: values where there is none.
+NONE = {"scale_a": "", "scale_b": "", "bias": False, "act": ""}
+FIELDS = tuple(NONE)
 
 _ZERO, _HALF, _ONE = np.float32(0), np.float32(0.5), np.float32(1)
 _GELU_A, _GELU_B = np.float32(math.sqrt(2 / math.pi)), np.float32(0.044715)

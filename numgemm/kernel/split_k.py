@@ -19,6 +19,7 @@ import numpy as np
 from numba import cuda, types
 
 from .. import primitives as P
+from ..config import field_suffix
 from . import epilogue as ep
 from .regs import OUT, device, divmod32, i32, inlined
 
@@ -62,9 +63,8 @@ class SplitSum:
 
     @property
     def name(self):
-        fields = [f"sa{self.scale_a}" * bool(self.scale_a), f"sb{self.scale_b}" * bool(self.scale_b),
-                  "bias" * self.bias, self.act, f"c{self.out}" * bool(self.out)]
-        return "_".join([f"split_sum_{self.acc}", *filter(None, fields)])
+        fields = [field_suffix(f, getattr(self, f)) for f in (*ep.FIELDS, "out") if getattr(self, f)]
+        return "_".join([f"split_sum_{self.acc}", *fields])
 
     def describe(self):
         return {"kernel": self.name, "acc": self.acc, "out": self.out, **{f: getattr(self, f) for f in ep.FIELDS}}

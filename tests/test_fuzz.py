@@ -83,12 +83,13 @@ def run_case(precision, cfg, kernel, preset, case, rng, use_torch):
             t = torch.from_numpy(np.ascontiguousarray(v) if v.flags.c_contiguous or v.ndim < 2 else
                                  np.ascontiguousarray(np.swapaxes(v, -1, -2))).cuda()
             return t if v.flags.c_contiguous or v.ndim < 2 else t.transpose(-1, -2)
-        half = cfg is not None and cfg.c_dtype == np.float16
-        dtype = {"fp16": torch.float16 if half else torch.float32}.get(precision, torch.int32)
-        poison = float("nan") if precision == "fp16" else -(2**31)
+        c = np.dtype(cfg.c_dtype if cfg is not None else PRECISIONS[precision].out_dtype)
+        bits = c == np.uint16                   # a bfloat16 C: torch's bfloat16, compared as its bits
+        dtype = torch.bfloat16 if bits else getattr(torch, c.name)
+        poison = float("nan") if bits or c.kind == "f" else -(2**31)
         out = torch.full(ref.shape, poison, dtype=dtype, device="cuda")
         numgemm.gemm(dev(x), dev(y), out=out, **kw)
-        got = out.cpu().numpy()
+        got = out.view(torch.int16).cpu().numpy().view(np.uint16) if bits else out.cpu().numpy()
     else:
         got = numgemm.gemm(x, y, **kw)
     got = np.asarray(got)
@@ -153,7 +154,9 @@ def test_fuzz_epilogue(precision, seeded):
         want = operands.through_epilogue(reference(precision, a, b), sa, sb, bias, fields["act"] or None)
         x, y = operands.in_layout(precision, registry.choice_layout(precision), a, b)
         # INT8's sums reach 2**24 here, past float16's range once scaled: its C is float32 or bfloat16
-        formats = [None, *(("bfloat16",) if prec.exact else (NARROW[n].dtype_name for n in prec.narrows))]
+        formats = [None, *(("float32", "bfloat16") if prec.exact else (NARROW[n].dtype_name for n in prec.narrows))]
+        if prec.exact and not any(fields.values()):
+            formats = [None]            # no epilogue: its exact int32 sums
         out_dtype = formats[rng.integers(len(formats))]
         got = numgemm.gemm(x, y, precision=precision, scale_a=sa, scale_b=sb, bias=bias,
                            activation=fields["act"] or None, out_dtype=out_dtype)

@@ -44,6 +44,17 @@ def test_mismatch_says_where():
     assert operands.mismatch(f * 1.01, f, "fp16", acc="f16") is None       # f16 accumulation: 2e-2
 
 
+def test_an_entry_may_be_off_by_its_formats_grain_at_zero():
+    """GELU's far tail (-2e-38 at -10) flushed to zero passes; a value f32
+    holds as a normal does not; float16 C's grain is its least subnormal."""
+    tail = np.array([[-2e-38, -5e-39]])
+    assert operands.mismatch(np.zeros((1, 2), np.float32), tail, "fp16") is None
+    assert operands.mismatch(np.zeros((1, 2), np.float32), tail * 1e8, "fp16").startswith("relative error")
+    sub = np.array([[-5.7e-8]])                                  # stored as float16's least subnormal
+    assert operands.mismatch(sub.astype(np.float16), sub, "fp16") is None
+    assert operands.mismatch(np.float16([[0]]), sub * 4, "fp16").startswith("relative error")
+
+
 def test_sample_matches_finds_a_wrong_entry(rng):
     a, bt = operands.values("int8", 1, 64, 48, 32, rng)
     c = operands.expected("int8", a, bt)

@@ -22,11 +22,13 @@ s_a[m] s_b[n] (A @ B) + bias in float32, bfloat16 or float16); the store
 then writes f32 (KernelConfig.stored).
 """
 
+import functools
 import math
 
 import numpy as np
 from numba import cuda, types
 
+from .. import primitives as P
 from ..tiles import WGMMA_PARTS
 from .regs import device, generated, inlined, u32
 
@@ -35,8 +37,11 @@ from .regs import device, generated, inlined, u32
 NONE = {"scale_a": "", "scale_b": "", "bias": False, "act": ""}
 FIELDS = tuple(NONE)
 
-_ZERO, _HALF, _ONE = np.float32(0), np.float32(0.5), np.float32(1)
-_GELU_A, _GELU_B = np.float32(math.sqrt(2 / math.pi)), np.float32(0.044715)
+_ZERO, _ONE = np.float32(0), np.float32(1)
+# SiLU and GELU's tanh form are each v * sigmoid(x) = v / (1 + 2^(-x log2 e)): for GELU
+# x = 2 sqrt(2/pi) (v + 0.044715 v^3), since (1 + tanh(u)) / 2 = sigmoid(2u).
+_SILU_K = np.float32(-math.log2(math.e))
+_GELU_K, _GELU_B = np.float32(-2 * math.sqrt(2 / math.pi) * math.log2(math.e)), np.float32(0.044715)
 
 
 @device
@@ -44,18 +49,22 @@ def _relu(v):
     return max(v, _ZERO)
 
 
-@device
-def _gelu(v):
-    return _HALF * v * (_ONE + math.tanh(_GELU_A * (v + _GELU_B * v * v * v)))
+@functools.cache
+def activations(linkage="inline"):
+    """The activations, by KernelConfig.act, on the special-function unit
+    (ptx_asm/approx.ptx in the kernel's linkage): 2^x and a reciprocal,
+    without the IEEE division's branch per element. The reference's are in
+    numgemm.operands."""
+    ptx = P.routines(linkage)
+    ex2, rcp = ptx.ex2_approx_f32, ptx.rcp_approx_f32
 
+    def silu(v):
+        return v * rcp(_ONE + ex2(_SILU_K * v))
 
-@device
-def _silu(v):
-    return v / (_ONE + math.exp(-v))
+    def gelu(v):
+        return v * rcp(_ONE + ex2(_GELU_K * v * (_ONE + _GELU_B * v * v)))
+    return {"relu": _relu, "gelu": device(gelu), "silu": device(silu)}
 
-
-#: The activations, by KernelConfig.act; the reference's are in numgemm.checks.
-ACTIVATIONS = {"relu": _relu, "gelu": _gelu, "silu": _silu}
 
 #: Numba type of an epilogue vector: float32, any stride (torch's (M, 1) scales).
 VECTOR = types.Array(types.float32, 1, "A")
@@ -117,7 +126,7 @@ def _apply(cfg):
         col = index(*c) if cfg.scale_b == "col" or cfg.bias else None
         lines.append(f"{acc} = {_formula(cfg, acc, row, col)}")
     return generated("apply", "acc, sa, sb, bias, m0, n0, wr0, wc0, M, N, tid", lines,
-                     {"u32": u32, **ACTIVATIONS})
+                     {"u32": u32, **activations(cfg.linkage)})
 
 
 def around(cfg, store):
@@ -161,7 +170,7 @@ def element(ep):
     row r, column c (ep: the fields, of a config or a split_k.SplitSum), in
     f32 (an s32 sum converted)."""
     return generated("element", "v, sa, sb, bias, r, c", [f"return {_formula(ep, 'f32(v)', 'r', 'c')}"],
-                     {"f32": types.float32, **ACTIVATIONS})
+                     {"f32": types.float32, **activations()})
 
 
 def rules(cfg):

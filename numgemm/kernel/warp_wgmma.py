@@ -95,19 +95,28 @@ def _transposed(cfg, n_acc):
     instruction writes 8 consecutive words of 4 rows of C, four whole 32-byte
     sectors. A tile inside C^T stores from one address and constant offsets
     (a multiple of C's row stride each); at the edges, element by element,
-    bounds-checked. Written out, as the epilogue is."""
+    bounds-checked, as a 16-bit C (out: W8A8's) always is, each value
+    rounded to its format. Written out, as the epilogue is."""
     # accumulator e: row r0 + dr, column c0 + dc of C^T
     cells = [(e, 8 * ((e >> 1) & 1), 8 * (e // 4) + (e & 1)) for e in range(n_acc)]
-    lines = ["lane = tid & 31", "g, t = lane >> 2, lane & 3", "r0, c0 = m0 + wr0 + g, n0 + 2 * t",
-             "if m0 + bm <= M and n0 + bn <= N:",
-             "    ldc = u64(C.strides[1])",
-             "    at = global_addr(C, 0) + u64(z) * u64(C.strides[0]) + u64(c0) * ldc + u64(r0) * u64(4)"]
-    lines += [f"    st(at + u64({dc}) * ldc + u64({4 * dr}), bits(acc[{e}]))" for e, dr, dc in cells]
-    lines += ["    return"]
+    lines = ["lane = tid & 31", "g, t = lane >> 2, lane & 3", "r0, c0 = m0 + wr0 + g, n0 + 2 * t"]
+    if not cfg.out:         # 32-bit C: whole sectors from one address; a 16-bit C (out) element by element
+        lines += ["if m0 + bm <= M and n0 + bn <= N:",
+                  "    ldc = u64(C.strides[1])",
+                  "    at = global_addr(C, 0) + u64(z) * u64(C.strides[0]) + u64(c0) * ldc + u64(r0) * u64(4)"]
+        lines += [f"    st(at + u64({dc}) * ldc + u64({4 * dr}), bits(acc[{e}]))" for e, dr, dc in cells]
+        lines += ["    return"]
     for e, dr, dc in cells:
-        lines += [f"if r0 + {dr} < M and c0 + {dc} < N:", f"    C[u32(z), u32(c0 + {dc}), u32(r0 + {dr})] = acc[{e}]"]
-    env = {"bm": cfg.bm, "bn": cfg.bn, "global_addr": P.global_addr, "u32": u32, "u64": u64,
-           "st": P.routines("inline").st_global_b32, "bits": bits_of if cfg.stored == "f32" else u32}
+        lines += [f"if r0 + {dr} < M and c0 + {dc} < N:",
+                  f"    C[u32(z), u32(c0 + {dc}), u32(r0 + {dr})] = value(acc[{e}])"]
+    ptx = P.routines("inline")
+    if cfg.out:
+        to_bits = getattr(ptx, NARROW[cfg.out].cvt)
+        value = device(lambda v: to_bits(v, 0.0) & 0xFFFF)
+    else:
+        value = device(lambda v: v)
+    env = {"bm": cfg.bm, "bn": cfg.bn, "global_addr": P.global_addr, "u32": u32, "u64": u64, "value": value,
+           "st": ptx.st_global_b32, "bits": bits_of if cfg.stored == "f32" else u32}
     return generated("store", "acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned", lines, env)
 
 

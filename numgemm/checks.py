@@ -70,6 +70,10 @@ def checked(a, b, precision, kernel, preset, k, out=None, out_dtype=None, epilog
         raise ValueError(f"batch {batch} is more than the grid allows (65535)")
     fields = _epilogue(prec, M, N, a, *epilogue)
     if cfg is not None:                 # refused here, before the GPU is needed, where it cannot
+        # one C row (or column): a kernel's scale a row (a column) reads the one value a "tensor" gives
+        for name, per, n in (("scale_a", "row", M), ("scale_b", "col", N)):
+            if n == 1 and fields[name] == "tensor" and getattr(cfg, name) == per:
+                fields[name] = per
         cfg = with_epilogue(cfg, fields)
     c_dtype = _c_dtype(prec, cfg, out, out_dtype, any(fields.values()))
     if cfg is not None:

@@ -56,6 +56,18 @@ def test_a_kernel_that_cannot_apply_the_epilogue_is_refused():
         checks.checked(_A, _B, None, with_bias, "tuned", None)
 
 
+def test_a_row_scaled_kernel_takes_one_scale_for_one_row():
+    """At M = 1 a one-element scale_a is a row's as well as the tensor's: a
+    kernel named with scale_a="row" takes it (the bench's W8A8 at M = 1); at
+    M = 2 it is refused."""
+    rowwise = numgemm.registry.get("fp16_ptx_mma").replace(scale_a="row")
+    one = np.ones(1, np.float32)
+    shape = checks.checked(_A[:1], _B, None, rowwise, "tuned", None, None, None, (one, None, None, None))
+    assert shape.cfg.scale_a == "row" and shape.epilogue["scale_a"] == "row"
+    with pytest.raises(ValueError, match="applies .*'scale_a': 'row'.*the call asks for .*'scale_a': 'tensor'"):
+        checks.checked(_A[:2], _B, None, rowwise, "tuned", None, None, None, (one, None, None, None))
+
+
 def test_gemms_choice_sums_split_k_in_its_own_kernel_for_an_epilogue():
     cfg = numgemm.registry.get("fp16_ptx_mma_m16").replace(split_k=4, split_sum="last")
     fields = dict(scale_a="", scale_b="", bias=True, act="relu")

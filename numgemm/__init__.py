@@ -8,9 +8,9 @@ The warp-level routines come from ptx_asm/ (hand-written PTX) and baselines/
 from . import primitives, registry
 from .api import gemm, plan_gemm, transposed
 from .config import KernelConfig
-from .quant import pack_int4, pack_int4_kn, unpack_int4, unpack_int4_kn
+from .quant import PackedW4, pack_int4, pack_int4_kn, prepack_w4, unpack_int4, unpack_int4_kn
 
-__all__ = ["KernelConfig", "gemm", "pack_int4", "pack_int4_kn", "plan_gemm", "primitives",
+__all__ = ["KernelConfig", "PackedW4", "gemm", "pack_int4", "pack_int4_kn", "plan_gemm", "prepack_w4", "primitives",
            "registry", "transposed", "unpack_int4", "unpack_int4_kn"]
 
 

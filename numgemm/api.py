@@ -17,10 +17,11 @@ import sys
 
 import numpy as np
 
-from . import checks, driver, frameworks, plans, views
+from . import checks, driver, frameworks, plans, views, weight_only
 from .checks import with_c_dtype
 from .repeats import Repeat
 from .plans import GemmPlan, NotOnThisGPU
+from .quant import PackedW4
 from .views import transposed
 
 __all__ = ["GemmPlan", "NotOnThisGPU", "gemm", "plan_gemm", "transposed", "with_c_dtype"]
@@ -51,7 +52,14 @@ def gemm(a, b, *, precision=None, kernel=None, preset="tuned", out=None, out_dty
     row-wise form); scale_b one element, or one a column ((N,) or (1, N));
     bias (N,) float32; activation "relu", "gelu" (tanh form) or "silu".
     Arrays live where a and b do.
+
+    W4A16: b a numgemm.quant.PackedW4 (prepack_w4 of an N x K INT4 weight
+    with a scale per 128 k): a (..., K) float16 or bfloat16, C (..., N) in
+    a's format or out_dtype float32 (numgemm.weight_only).
     """
+    if isinstance(b, PackedW4):                 # W4A16: its own kernel (numgemm.weight_only)
+        return weight_only.gemm(a, b, out, out_dtype, stream, precision=precision, kernel=kernel, k=k,
+                                scale_a=scale_a, scale_b=scale_b, bias=bias, activation=activation)
     given = (scale_a, scale_b, bias, activation)
     call = _call(a, b, out, stream, (precision, kernel, preset, k, str(out_dtype)), given)
     if call is not None:

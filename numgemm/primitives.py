@@ -56,7 +56,7 @@ _CONSTRAINTS = {"b32": "r", "u32": "r", "s32": "r", "f32": "f", "b64": "l", "u64
 # Opcodes that only compute on registers: routines made of these alone may be
 # moved or merged by LLVM; any other instruction touches memory or ordering.
 _PURE_OPCODES = {"mma", "and", "or", "xor", "not", "add", "sub", "mul", "shl", "shr",
-                 "prmt", "lop3", "mov", "cvt", "createpolicy", "dp4a", "bfe", "ex2", "rcp"}
+                 "prmt", "lop3", "mov", "cvt", "createpolicy", "dp4a", "bfe", "ex2", "rcp", "fma"}
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,12 @@
 Packing: two signed 4-bit values per byte along K, element 2k in the low
 nibble of byte k, element 2k+1 in the high nibble. An odd K is padded with a
 zero nibble.
+
+W4A16's weights (prepack_w4) are laid out otherwise: once, offline, in the
+order its kernel's B fragments take them, with a scale per 128 k.
 """
+
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -58,3 +63,137 @@ def unpack_int4_kn(units, k=None):
     if not 4 * units.shape[-2] - 3 <= k <= 4 * units.shape[-2]:
         raise ValueError(f"unpack_int4_kn: k={k} does not fit {units.shape[-2]} rows of units")
     return np.swapaxes(unpack_int4(packed)[..., :k], -1, -2)
+
+
+#: K of one group of INT4 weights that share a scale (and a zero point) per column.
+GROUP = 128
+
+
+@dataclass(frozen=True, eq=False)
+class PackedW4:
+    """INT4 weights of an N x K nn.Linear layer laid out for W4A16
+    (numgemm.gemm(x, w): x (..., K) float16 or bfloat16 times w's transpose),
+    made once by prepack_w4. Host arrays, copied to each GPU once, on first
+    use (device(), held by this object):
+
+    words  (N/8, K/128, 32, 4) uint32: for column block c, group g and lane
+           l = 4 r + t of a warp, the u4 weights of row 8 c + r, k from
+           128 g + 32 t, 32 of them, in the order the kernel's mma.sync B
+           fragments take them (ptx_asm/dequant_u4.ptx: in each run of 8 k,
+           the even k in the low nibbles, the odd ones in the high);
+    scales (K/128, N) uint16: each group's scale per column, as the bits of
+           the activations' format;
+    zeros  (K/128, N) uint8 or None: each group's zero point per column (u4
+           weights mean u - z); None: signed weights, stored as u = s + 8."""
+    words: np.ndarray
+    scales: np.ndarray
+    zeros: object
+    n: int
+    k: int
+    precision: str                      # the activations' and C's format: "fp16" or "bf16"
+    _on: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def shape(self):
+        """(N, K): the weight's, as nn.Linear holds it."""
+        return self.n, self.k
+
+    def device(self):
+        """(words, scales, zeros) on the current GPU (zeros: a one-byte
+        array where there are none), copied there on first use."""
+        from numba import cuda
+
+        from .driver import current_context
+        cuda.current_context()                          # made where there is none yet
+        key = current_context()
+        if key not in self._on:
+            zeros = self.zeros if self.zeros is not None else np.zeros((1, 1), np.uint8)
+            self._on[key] = tuple(cuda.to_device(np.ascontiguousarray(x)) for x in (self.words, self.scales, zeros))
+        return self._on[key]
+
+
+def prepack_w4(weight, scales, zeros=None, precision=None):
+    """INT4 weights (N, K) with a scale per 128 k per row (N, K/128), and
+    optional zero points (N, K/128), laid out once for W4A16 (PackedW4).
+
+    weight: integers, signed in [-8, 7] where zeros is None (w = s * scale),
+    else unsigned in [0, 15] (w = (u - z) * scale), N a multiple of 8 and K
+    of 128. scales: float16 (FP16 activations), bfloat16 (torch's or
+    ml_dtypes', or float32 with precision="bf16") or float32 (rounded to the
+    activations' format). A torch tensor is read on the host."""
+    weight, scales = _host(weight, "weight"), _host(scales, "scales")
+    from .kernel.w4a16 import ACTIVATIONS
+    from .precision import BY_DTYPE
+    precision = precision or BY_DTYPE.get(str(scales.dtype).removeprefix("torch."), ACTIVATIONS[0])
+    if precision not in ACTIVATIONS:
+        raise ValueError(f"prepack_w4: precision must be one of {', '.join(map(repr, ACTIVATIONS))}, "
+                         f"got {precision!r}")
+    if weight.ndim != 2 or not np.issubdtype(weight.dtype, np.integer):
+        raise TypeError(f"prepack_w4: weight must be a 2-D integer array (N, K), got {weight.ndim}-D {weight.dtype}")
+    n, k = weight.shape
+    if n % 8 or k % GROUP or not n:
+        raise ValueError(f"prepack_w4: weight (N, K) needs N a multiple of 8 and K of {GROUP} "
+                         f"(its groups), got ({n}, {k})")
+    groups = k // GROUP
+    lo, hi = (-8, 7) if zeros is None else (0, 15)
+    if weight.min() < lo or weight.max() > hi:
+        raise ValueError(f"prepack_w4: weight values must lie in [{lo}, {hi}] "
+                         f"({'signed, no zeros' if zeros is None else 'unsigned, with zeros'}), "
+                         f"got [{weight.min()}, {weight.max()}]")
+    if scales.shape != (n, groups):
+        raise ValueError(f"prepack_w4: scales must have shape (N, K/{GROUP}) = {(n, groups)}, got {scales.shape}")
+    if zeros is not None:
+        zeros = _host(zeros, "zeros")
+        if zeros.shape != (n, groups) or not np.issubdtype(zeros.dtype, np.integer):
+            raise ValueError(f"prepack_w4: zeros must be integers of shape (N, K/{GROUP}) = {(n, groups)}, "
+                             f"got {zeros.dtype} {zeros.shape}")
+        if zeros.min() < 0 or zeros.max() > 15:
+            raise ValueError(f"prepack_w4: zeros must lie in [0, 15], got [{zeros.min()}, {zeros.max()}]")
+        zeros = np.ascontiguousarray(zeros.T.astype(np.uint8))
+    u = (weight + (8 if zeros is None else 0)).astype(np.uint8)
+    # (N/8, 8 rows, groups, 4 t, 4 words, 4 pairs, 2: even k, odd k): nibble i of a word is pair i's
+    # even k, nibble i + 4 its odd k
+    u = u.reshape(n // 8, 8, groups, 4, 4, 4, 2)
+    words = np.zeros(u.shape[:5], np.uint32)
+    for i in range(4):
+        words |= u[..., i, 0].astype(np.uint32) << (4 * i)
+        words |= u[..., i, 1].astype(np.uint32) << (4 * i + 16)
+    words = np.ascontiguousarray(words.transpose(0, 2, 1, 3, 4).reshape(n // 8, groups, 32, 4))
+    bits = _scale_bits(scales, precision)
+    return PackedW4(words, np.ascontiguousarray(bits.T), zeros, n, k, precision)
+
+
+def dequantize_w4(weight, scales, zeros=None):
+    """The float64 N x K weight that prepack_w4's arguments mean: (w - z)
+    times its group's scale (the reference W4A16 is checked against; scales
+    as the kernel reads them: rounded to the activations' format first)."""
+    weight, scales = _host(weight, "weight").astype(np.float64), _host(scales, "scales")
+    if scales.dtype == np.uint16:                   # bfloat16's bits
+        scales = (scales.astype(np.uint32) << 16).view(np.float32)
+    s = np.repeat(np.asarray(scales, np.float64), GROUP, axis=1)
+    z = 0.0 if zeros is None else np.repeat(_host(zeros, "zeros").astype(np.float64), GROUP, axis=1)
+    return (weight - z) * s
+
+
+def _scale_bits(scales, precision):
+    """scales as the 16-bit patterns of the activations' format (a format
+    NumPy lacks, bfloat16: its bits, as given or rounded to it)."""
+    from .precision import PRECISIONS
+    prec = PRECISIONS[precision]
+    if scales.dtype == np.uint16 or str(scales.dtype) in prec.dtype_aliases:
+        if not prec.encoding:
+            raise TypeError(f"prepack_w4: uint16 scales are a format's bits; {prec.name} takes "
+                            f"{np.dtype(prec.host_dtype).name} or float32 scales")
+        return scales.view(np.uint16)
+    return prec.encode(scales.astype(np.float32)).view(np.uint16)
+
+
+def _host(x, name):
+    """x as a NumPy array: a torch tensor copied to the host (bfloat16 as its bits)."""
+    if type(x).__module__.startswith("torch"):
+        import torch
+        x = x.detach().cpu()
+        return x.view(torch.int16).numpy().view(np.uint16) if x.dtype == torch.bfloat16 else x.numpy()
+    if hasattr(x, "__cuda_array_interface__"):
+        raise TypeError(f"prepack_w4: {name} must be on the host (NumPy) or a torch tensor, got {type(x).__name__}")
+    return np.asarray(x)

@@ -23,3 +23,61 @@ def test_pack_rejects_bad_input():
         unpack_int4(np.array([1], np.int8))
     with pytest.raises(ValueError, match="does not fit"):
         unpack_int4(np.zeros((2, 3), np.uint8), 9)
+
+
+def _unprepack(p):
+    """prepack_w4's words read back as (N, K) u4, by the layout its docstring states."""
+    from numgemm.quant import GROUP
+    n, k = p.shape
+    shifts = 4 * np.arange(8, dtype=np.uint32)
+    nib = (p.words[..., None] >> shifts) & 15                          # (N/8, G, 32 lanes, 4 words, 8)
+    pairs = np.stack([nib[..., :4], nib[..., 4:]], axis=-1)            # nibble i: even k, i + 4: odd k
+    lanes = pairs.reshape(n // 8, k // GROUP, 8, 4, 32)                # (block, group, row r, t, 32 k)
+    return lanes.transpose(0, 2, 1, 3, 4).reshape(n, k).astype(np.int64)
+
+
+@pytest.mark.parametrize("zeros", [False, True])
+def test_prepack_w4_holds_each_weight_where_the_kernel_reads_it(rng, zeros):
+    from numgemm.quant import prepack_w4
+
+    n, k = 24, 384
+    w = rng.integers(0, 16, (n, k)) if zeros else rng.integers(-8, 8, (n, k))
+    s = rng.uniform(0.5, 2, (n, k // 128)).astype(np.float32)
+    z = rng.integers(0, 16, (n, k // 128)) if zeros else None
+    p = prepack_w4(w, s, z)
+    assert p.words.shape == (n // 8, k // 128, 32, 4) and p.words.dtype == np.uint32
+    assert np.array_equal(_unprepack(p), w + (0 if zeros else 8))
+    assert np.array_equal(p.scales.view(np.float16), s.T.astype(np.float16))
+    assert (p.zeros is None) == (not zeros) and (not zeros or np.array_equal(p.zeros, z.T))
+
+
+def test_prepack_w4_bf16_scales_and_the_reference(rng):
+    from numgemm.precision import PRECISIONS
+    from numgemm.quant import dequantize_w4, prepack_w4
+
+    w, s = rng.integers(-8, 8, (8, 256)), rng.uniform(0.5, 2, (8, 2)).astype(np.float32)
+    p = prepack_w4(w, s, precision="bf16")
+    bits = PRECISIONS["bf16"].encode(s)
+    assert p.precision == "bf16" and np.array_equal(p.scales, bits.T)
+    want = w * np.repeat(PRECISIONS["bf16"].decode(bits), 128, axis=1)
+    assert np.array_equal(dequantize_w4(w, bits), want)
+    u, z = w + 8, np.full((8, 2), 3)
+    assert np.array_equal(dequantize_w4(u, s, z), (w + 5) * np.repeat(s.astype(np.float64), 128, axis=1))
+
+
+@pytest.mark.parametrize("args, error, match", [
+    (dict(weight=np.zeros((8, 100), np.int8)), ValueError, "K of 128"),
+    (dict(weight=np.zeros((12, 128), np.int8)), ValueError, "N a multiple of 8"),
+    (dict(weight=np.full((8, 128), 8)), ValueError, r"\[-8, 7\]"),
+    (dict(weight=np.zeros((8, 128)), ), TypeError, "integer"),
+    (dict(scales=np.ones((8, 2), np.float16)), ValueError, r"scales must have shape \(N, K/128\)"),
+    (dict(zeros=np.full((8, 1), 16)), ValueError, r"zeros must lie in \[0, 15\]"),
+    (dict(precision="fp8"), ValueError, "precision"),
+    (dict(scales=np.ones((8, 1), np.uint16)), TypeError, "a format's bits; fp16 takes float16"),
+])
+def test_prepack_w4_refuses_what_it_cannot_lay_out(args, error, match):
+    from numgemm.quant import prepack_w4
+
+    call = {"weight": np.zeros((8, 128), np.int8), "scales": np.ones((8, 1), np.float16), **args}
+    with pytest.raises(error, match=match):
+        prepack_w4(call.pop("weight"), call.pop("scales"), **call)

@@ -17,6 +17,7 @@
     widen_pass.py      INT4 unpack="pass": B widened to s8 by a kernel before the GEMM
     copy_threads.py    what the two per-thread copy paths share
     dp4a.py            INT8 on the CUDA cores (no tensor cores, no seams)
+    w4a16.py           FP16/BF16 x INT4 weights, widened in registers (no seams)
     regs.py            Numba register plumbing (getters, setters, generated code)
 """
 
@@ -178,10 +179,14 @@ def device_cubin(cfg, cc):
 
 
 def helper_cubin(spec, cc):
-    """(cubin, entry name) of a GEMM's helper kernel: split-K's sum
-    (split_k.SplitSum) or unpack="pass"'s widening (widen_pass.WidenPass)."""
+    """(cubin, entry name) of a kernel of numgemm's own beside the configs'
+    (one with a spec: its name, describe(), argtypes(), function(),
+    threads, min_blocks where more than one): split-K's sum
+    (split_k.SplitSum), unpack="pass"'s widening (widen_pass.WidenPass),
+    W4A16's GEMM (w4a16.W4A16)."""
     return _cached_cubin(spec, lambda _: spec.function(), spec.argtypes(),
-                         {"launch_bounds": [spec.threads, 1], "lto": True, "nvvm": NVVM_OPTIONS}, cc, False)
+                         {"launch_bounds": [spec.threads, getattr(spec, "min_blocks", 1)], "lto": True,
+                          "nvvm": NVVM_OPTIONS}, cc, False)
 
 
 def _cached_cubin(what, pyfunc_of, types_, options, cc, strict):

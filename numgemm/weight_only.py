@@ -1,0 +1,117 @@
+"""W4A16's call: activations (..., K) times a PackedW4's N x K weight.
+
+numgemm.gemm(x, w) comes here when w is a numgemm.quant.PackedW4: x float16
+(w made with float16 scales) or bfloat16 (torch's, ml_dtypes', or uint16
+bits), C (..., N) in x's format, or float32 (out_dtype). The kernel is
+numgemm.kernel.w4a16's, chosen by M and N, built once and kept in numgemm's
+kernel cache; the weight's device copy is held by the PackedW4.
+"""
+
+import numpy as np
+from numba import cuda
+
+from . import checks, frameworks, views
+from .launches import Launch
+from .precision import NARROW, PRECISIONS
+from .quant import PackedW4
+
+#: out_dtype -> the kernel's C format, by the weight's precision (None: the activations' own).
+_OUT = {"float32": "f32", **{n.dtype_name: n.name for n in NARROW.values()}}
+
+
+def checked(a, w, out, out_dtype, refused):
+    """(M rows, C's format, a's dtype name) of a valid call, else a clear
+    exception, before any GPU is needed. refused: gemm()'s arguments that
+    W4A16 does not take, by name, where given."""
+    if not isinstance(w, PackedW4):
+        raise TypeError(f"b must be a numgemm.quant.PackedW4 for W4A16, got {type(w).__name__}")
+    given = [name for name, v in refused.items() if v is not None]
+    if given:
+        raise ValueError(f"W4A16 (b a PackedW4) takes a, out, out_dtype and stream only; got {', '.join(given)}")
+    prec = PRECISIONS[w.precision]
+    fw = frameworks.kind(a)
+    if fw is None or (fw == "torch" and not a.is_cuda):
+        raise TypeError(f"a must be a NumPy array or a GPU array of torch, CuPy or Numba; got {type(a).__name__}"
+                        + (" on the CPU" if fw else ""))
+    dtype = checks.dtype_name(a)
+    allowed = (*prec.dtype_aliases, np.dtype(prec.host_dtype).name)
+    if dtype not in allowed:
+        raise TypeError(f"a must be {' or '.join(allowed)} for this weight (its scales are {prec.name}); "
+                        f"got dtype {dtype}")
+    if len(a.shape) < 1 or a.shape[-1] != w.k:
+        raise ValueError(f"a must be (..., K) with K = {w.k} (the weight's), got shape {tuple(a.shape)}")
+    own = prec.narrow
+    fmt = own if out_dtype is None else _OUT.get(str(out_dtype).removeprefix("torch."))
+    if fmt not in (own, "f32"):
+        raise ValueError(f"out_dtype must be {NARROW[own].dtype_name} (a's) or float32 for this weight, "
+                         f"got {out_dtype}")
+    return int(np.prod(a.shape[:-1], dtype=np.int64)), fmt, dtype
+
+
+def gemm(a, w, out=None, out_dtype=None, stream=None, **refused):
+    """C = a @ dequantised(w).T (see the module): a new C in a's framework,
+    or out (its shape (..., N), its dtype C's)."""
+    from .kernel import helper_function, launch_args
+    from .kernel.w4a16 import choose
+
+    M, fmt, dtype = checked(a, w, out, out_dtype, refused)
+    if out is not None and out_dtype is None:
+        fmt = {"float32": "f32"}.get(checks.dtype_name(out), fmt)
+    if not cuda.is_available():
+        raise RuntimeError("numgemm.gemm needs a CUDA GPU and driver; none is available")
+    fw = frameworks.of(a, out)
+    device = frameworks.device_of(fw, a, out)
+    handle = frameworks.handle(stream) if stream is not None else frameworks.current_stream(fw, device)
+    host = isinstance(a, np.ndarray)
+    da = views.device(a, "a")
+    item = da.dtype.itemsize
+    lead, N, K = tuple(a.shape[:-1]), w.n, w.k
+    if da.strides[-1] != item or any(da.strides[i] != da.strides[i + 1] * da.shape[i + 1]
+                                     for i in range(da.ndim - 2)):
+        raise ValueError(f"a's rows must be contiguous (its last axis, and its leading axes over them), "
+                         f"got strides {da.strides}; pass a.contiguous()")
+    row = da.strides[-2] if da.ndim > 1 else K * item
+    if row % 16 or da.device_ctypes_pointer.value % 16:
+        raise ValueError("a's rows must start at 16-byte boundaries (rows of K = a multiple of 128 do, "
+                         "in a contiguous array)")
+    A = views.view(da, (M, K // 2), (row, 4), np.uint32)
+    c_dtype = np.float32 if fmt == "f32" else NARROW[fmt].dtype
+    C, result = _output(out, (*lead, N), c_dtype, host, frameworks.Allocator(fw, device, handle),
+                        NARROW[fmt].encoding if fmt in NARROW else "")
+    words, scales, zeros = w.device()
+    S = views.view(scales, (K // 128, N // 2), (2 * N, 4), np.uint32)
+    dev = cuda.get_current_device()
+    spec = choose(M, N, dev.MULTIPROCESSOR_COUNT, w.precision, fmt, w.zeros is not None)
+    fn = helper_function(spec, dev.id)
+    Launch(fn.handle, spec.grid(M, N), spec.threads, 0, handle,
+           launch_args(spec.argtypes(), (A, words, S, zeros, C, M, N, K)), spec.name)()
+    if host:
+        from cuda.bindings import driver as drv
+
+        frameworks.check(drv.cuStreamSynchronize(drv.CUstream(handle)))
+        return result.copy_to_host()
+    return result
+
+
+def _output(out, shape, dtype, host, alloc, encoding):
+    """(C as the kernel takes it: an (M, N) Numba view, 16-bit formats as
+    their bits; what the call returns): out, checked, or a new C of alloc's
+    framework (NumPy inputs: a Numba array, copied back by the caller)."""
+    if out is None:
+        result, dev = (None, cuda.device_array(shape, dtype)) if host else alloc.empty(shape, dtype, encoding)
+        result = dev if host else result
+    else:
+        if isinstance(out, np.ndarray):
+            raise TypeError("out must be a device array; for NumPy inputs leave it out and a NumPy result is "
+                            "returned")
+        result, dev = out, frameworks.numba_view(out)
+        if tuple(dev.shape) != shape:
+            raise ValueError(f"out has shape {tuple(dev.shape)}; expected {shape}")
+        if np.dtype(dev.dtype) != np.dtype(dtype):
+            raise TypeError(f"out has dtype {dev.dtype}; expected {np.dtype(dtype).name}")
+        if not dev.is_c_contiguous():
+            raise ValueError(f"out must be contiguous, got strides {dev.strides}")
+    item = np.dtype(dtype).itemsize
+    M = int(np.prod(shape[:-1], dtype=np.int64))
+    return views.view(dev, (M, shape[-1]), (shape[-1] * item, item), np.uint16 if item == 2 else np.float32), \
+        result

@@ -71,7 +71,7 @@ def gemm(a, w, out=None, out_dtype=None, stream=None, **refused):
         raise ValueError(f"a's rows must be contiguous (its last axis, and its leading axes over them), "
                          f"got strides {da.strides}; pass a.contiguous()")
     row = da.strides[-2] if da.ndim > 1 else K * item
-    if row % 16 or da.device_ctypes_pointer.value % 16:
+    if row % 16 or (da.device_ctypes_pointer.value or 0) % 16:
         raise ValueError("a's rows must start at 16-byte boundaries (rows of K = a multiple of 128 do, "
                          "in a contiguous array)")
     A = views.view(da, (M, K // 2), (row, 4), np.uint32)
@@ -81,10 +81,11 @@ def gemm(a, w, out=None, out_dtype=None, stream=None, **refused):
     words, scales, zeros = w.device()
     S = views.view(scales, (K // 128, N // 2), (2 * N, 4), np.uint32)
     dev = cuda.get_current_device()
-    spec = choose(M, N, dev.MULTIPROCESSOR_COUNT, w.precision, fmt, w.zeros is not None)
-    fn = helper_function(spec, dev.id)
-    Launch(fn.handle, spec.grid(M, N), spec.threads, 0, handle,
-           launch_args(spec.argtypes(), (A, words, S, zeros, C, M, N, K)), spec.name)()
+    if M:                                       # no rows: an empty C, and no launch (a grid of 0 is an error)
+        spec = choose(M, N, dev.MULTIPROCESSOR_COUNT, w.precision, fmt, w.zeros is not None)
+        fn = helper_function(spec, dev.id)
+        Launch(fn.handle, spec.grid(M, N), spec.threads, 0, handle,
+               launch_args(spec.argtypes(), (A, words, S, zeros, C, M, N, K)), spec.name)()
     if host:
         from cuda.bindings import driver as drv
 

@@ -110,6 +110,8 @@ def test_w4a16_layers_in_turn_stay_right(rng):
     each weight's device copy is its own."""
     layers = [layer(rng, 8 * int(rng.integers(1, 40)), 128 * int(rng.integers(1, 6)), "fp16",
                     bool(rng.integers(2))) for _ in range(6)]
+    p, _ = layers[0]
+    assert numgemm.gemm(np.zeros((0, p.k), np.float16), p).shape == (0, p.n)       # no rows: an empty C
     for _ in range(3):
         for p, w in layers:
             M = int(rng.integers(1, 40))

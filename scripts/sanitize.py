@@ -3,6 +3,7 @@
     compute-sanitizer --tool memcheck --error-exitcode 9 python scripts/sanitize.py fp16_wgmma int8_wgmma
     python scripts/sanitize.py --all --shape 1x300x520x200
     python scripts/sanitize.py --split 3 fp16_wgmma int8_ptx_tma
+    python scripts/sanitize.py --w4a16
 
 --all is every registered kernel of both presets and every tuned winner
 this GPU's architecture ships (numgemm/tuned/), built first, --jobs at a
@@ -13,7 +14,9 @@ output, compared with the exact reference; kernels this GPU cannot run are
 named and skipped. --split S runs the named kernels split over K S ways (at
 the default shape, 3 leaves some blocks an empty run). Under the sanitizer a
 tool's report, not this script's exit status, is the verdict
-(--error-exitcode makes it the exit status).
+(--error-exitcode makes it the exit status). --w4a16 adds W4A16 (gemm(x,
+prepack_w4(...))) at M 1, 5 and 37 (gemm()'s kernel for each: 8 rows, 16, two
+16-row tiles) with N 520 and K 384, FP16 and BF16, with and without zero points.
 """
 
 import argparse
@@ -32,6 +35,7 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="build processes")
     ap.add_argument("--build-only", action="store_true", help="build the kernels into the cache and stop")
     ap.add_argument("--split", type=int, default=1, help="the named kernels split over K this many ways")
+    ap.add_argument("--w4a16", action="store_true", help="W4A16 calls too (gemm()'s kernel at three M)")
     args = ap.parse_args(argv)
 
     from numba import cuda
@@ -74,7 +78,37 @@ def main(argv=None):
         why = operands.mismatch(out.copy_to_host(), ref, cfg.precision, cfg.acc)
         bad += why is not None
         print(f"{label}: {'ok' if why is None else 'WRONG: ' + why}", flush=True)
+    if args.w4a16:
+        bad += _w4a16(rng)
     return 1 if bad else 0
+
+
+def _w4a16(rng, n=520, k=384):
+    """gemm(x, prepack_w4(...)) into a poisoned C, checked against float64; the count of mismatches."""
+    from numba import cuda
+
+    import numgemm
+    from numgemm import operands
+    from numgemm.precision import PRECISIONS
+    from numgemm.quant import dequantize_w4, prepack_w4
+
+    bad = 0
+    for precision in ("fp16", "bf16"):
+        prec = PRECISIONS[precision]
+        for zeros in (False, True):
+            w = rng.integers(0, 16, (n, k)) if zeros else rng.integers(-8, 8, (n, k))
+            z = rng.integers(0, 16, (n, k // 128)) if zeros else None
+            p = prepack_w4(w, rng.uniform(0.005, 0.02, (n, k // 128)).astype(np.float32), z, precision=precision)
+            ref_w = dequantize_w4(w, p.scales.T if prec.encoding else p.scales.T.view(np.float16), z)
+            for M in (1, 5, 37):
+                x = prec.encode(rng.standard_normal((M, k)).astype(np.float32))
+                out = cuda.to_device(np.full((M, n), np.nan, np.float32))
+                numgemm.gemm(cuda.to_device(x), p, out=out)
+                why = operands.mismatch(out.copy_to_host(), prec.decode(x) @ ref_w.T, precision)
+                bad += why is not None
+                print(f"w4a16 {precision}{' zeros' if zeros else ''} M {M}: {'ok' if why is None else 'WRONG: ' + why}",
+                      flush=True)
+    return bad
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ _OUT = {"float32": "f32", **{n.dtype_name: n.name for n in NARROW.values()}}
 
 
 def checked(a, w, out, out_dtype, refused):
-    """(M rows, C's format, a's dtype name) of a valid call, else a clear
+    """(M rows, C's format) of a valid call, else a clear
     exception, before any GPU is needed. refused: gemm()'s arguments that
     W4A16 does not take, by name, where given."""
     if not isinstance(w, PackedW4):
@@ -41,11 +41,19 @@ def checked(a, w, out, out_dtype, refused):
     if len(a.shape) < 1 or a.shape[-1] != w.k:
         raise ValueError(f"a must be (..., K) with K = {w.k} (the weight's), got shape {tuple(a.shape)}")
     own = prec.narrow
-    fmt = own if out_dtype is None else _OUT.get(str(out_dtype).removeprefix("torch."))
+    fmt = own if out_dtype is None else _OUT.get(_name(out_dtype))
     if fmt not in (own, "f32"):
         raise ValueError(f"out_dtype must be {NARROW[own].dtype_name} (a's) or float32 for this weight, "
                          f"got {out_dtype}")
-    return int(np.prod(a.shape[:-1], dtype=np.int64)), fmt, dtype
+    return int(np.prod(a.shape[:-1], dtype=np.int64)), fmt
+
+
+def _name(dtype):
+    """A dtype's name: NumPy's (np.float32, "float32"), else torch's without its prefix."""
+    try:
+        return np.dtype(dtype).name
+    except TypeError:
+        return str(dtype).removeprefix("torch.")
 
 
 def gemm(a, w, out=None, out_dtype=None, stream=None, **refused):
@@ -54,7 +62,7 @@ def gemm(a, w, out=None, out_dtype=None, stream=None, **refused):
     from .kernel import helper_function, launch_args
     from .kernel.w4a16 import choose
 
-    M, fmt, dtype = checked(a, w, out, out_dtype, refused)
+    M, fmt = checked(a, w, out, out_dtype, refused)
     if out is not None and out_dtype is None:
         fmt = {"float32": "f32"}.get(checks.dtype_name(out), fmt)
     if not cuda.is_available():

@@ -45,6 +45,8 @@ def test_the_checks_refuse_bad_calls_before_a_gpu(rng):
         numgemm.gemm(x[:, :128], p)
     with pytest.raises(ValueError, match="out_dtype must be float16 .* or float32"):
         numgemm.gemm(x, p, out_dtype="bfloat16")
+    from numgemm.weight_only import checked
+    assert checked(x, p, None, np.float32, {}) == (3, "f32") and checked(x, p, None, None, {}) == (3, "f16")
     pb, _ = layer(rng, 16, 256, "bf16")
     with pytest.raises(TypeError, match="a must be bfloat16 or uint16"):
         numgemm.gemm(x, pb)

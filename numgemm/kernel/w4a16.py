@@ -32,10 +32,8 @@ from numba import cuda, types
 
 from .. import primitives as P
 from ..precision import NARROW, PRECISIONS
+from ..quant import GROUP  # K of a group: one scale per column, one 16-byte load of a lane's weights
 from .regs import OUT, device, getter, i32, setter, u8, u32
-
-#: K of a group: one scale per column, one 16-byte load of a lane's weights.
-GROUP = 128
 
 
 def _widen_f16(dq):

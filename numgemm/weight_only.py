@@ -7,6 +7,8 @@ numgemm.kernel.w4a16's, chosen by M and N, built once and kept in numgemm's
 kernel cache; the weight's device copy is held by the PackedW4.
 """
 
+import functools
+
 import numpy as np
 from numba import cuda
 
@@ -59,7 +61,7 @@ def _name(dtype):
 def gemm(a, w, out=None, out_dtype=None, stream=None, **refused):
     """C = a @ dequantised(w).T (see the module): a new C in a's framework,
     or out (its shape (..., N), its dtype C's)."""
-    from .kernel import helper_function, launch_args
+    from .kernel import launch_args
     from .kernel.w4a16 import choose
 
     M, fmt = checked(a, w, out, out_dtype, refused)
@@ -91,8 +93,8 @@ def gemm(a, w, out=None, out_dtype=None, stream=None, **refused):
     dev = cuda.get_current_device()
     if M:                                       # no rows: an empty C, and no launch (a grid of 0 is an error)
         spec = choose(M, N, dev.MULTIPROCESSOR_COUNT, w.precision, fmt, w.zeros is not None)
-        fn = helper_function(spec, dev.id)
-        Launch(fn.handle, spec.grid(M, N), spec.threads, 0, handle,
+        fn = _function(spec, dev.id)
+        Launch(fn.handle, spec.grid(M, N), spec.threads, spec.dynamic_bytes, handle,
                launch_args(spec.argtypes(), (A, words, S, zeros, C, M, N, K)), spec.name)()
     if host:
         from cuda.bindings import driver as drv
@@ -100,6 +102,17 @@ def gemm(a, w, out=None, out_dtype=None, stream=None, **refused):
         frameworks.check(drv.cuStreamSynchronize(drv.CUstream(handle)))
         return result.copy_to_host()
     return result
+
+
+@functools.cache
+def _function(spec, device_id):
+    """spec's kernel loaded on device_id, allowed its rings' shared memory (once)."""
+    from .kernel import helper_function
+    from .plans import allow_dynamic_shared
+
+    fn = helper_function(spec, device_id)
+    allow_dynamic_shared(fn, spec.dynamic_bytes)
+    return fn
 
 
 def _output(out, shape, dtype, host, alloc, encoding):

@@ -1,6 +1,8 @@
 """numgemm.weight_only: W4A16, gemm(x, prepack_w4(...)), against float64;
 its checks without a GPU, and its kernels built offline."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -59,7 +61,7 @@ def test_the_kernels_build_offline_without_local_memory(target):
     from numgemm.sass import build_many
 
     specs = {choose(1, 8192, 132), choose(16, 8192, 132), choose(64, 4096, 132),
-             W4A16("bf16", "bf16", zeros=True, n8s=2), W4A16(out="f32", n8s=2, mtiles=4, min_blocks=1)}
+             W4A16("bf16", "bf16", zeros=True, n8s=2), W4A16(out="f32", n8s=2, mtiles=4, min_blocks=1), W4A16(ring=4)}
     for spec in specs:
         b = build_many(spec.function(), spec.argtypes(), [target], name=spec.name,
                        launch_bounds=(spec.threads, spec.min_blocks))[target]
@@ -87,6 +89,27 @@ def test_w4a16_matches_the_dequantised_product(rng, precision, zeros, M, N, K):
     out = cuda.to_device(np.full((M, N), np.nan, np.float32))        # poisoned, then float32 C
     assert numgemm.gemm(cuda.to_device(x), p, out=out) is out
     assert operands.mismatch(out.copy_to_host(), want, precision) is None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fields", [dict(ring=2), dict(ring=3, swap=True), dict(ring=5, n8s=2), dict(swap=True)],
+                         ids=str)
+def test_w4a16_variants_match_the_dequantised_product(rng, monkeypatch, fields):
+    """gemm()'s kernel with fields changed (numgemm.kernel.w4a16's variants, as
+    scripts/w4a16.py runs them); swap where the kernel takes it (M <= 8, n8s even)."""
+    from numgemm.kernel import w4a16
+
+    chosen = w4a16.choose
+
+    def variant(*args, **kw):
+        spec = chosen(*args, **kw)
+        return dataclasses.replace(spec, **{k: v for k, v in fields.items() if k != "swap" or (spec.half and spec.n8s % 2 == 0)})
+    monkeypatch.setattr(w4a16, "choose", variant)
+    for precision, zeros, M, N, K in CASES:
+        p, w = layer(rng, N, K, precision, zeros)
+        x = activations(rng, (M, K), precision)
+        got = numgemm.gemm(x, p)
+        assert operands.mismatch(got, PRECISIONS[precision].decode(x) @ w.T, precision) is None, (M, N, K)
 
 
 @pytest.mark.gpu

@@ -18,8 +18,8 @@ from variants import variant
 from numgemm.kernel import build_config
 from numgemm.kernel.epilogue import NONE
 
-#: The opcodes that tell the epilogue's work: its loads (generic and global), MUFU, local memory.
-WATCHED = ("LD.E", "LDG.E", "MUFU.EX2", "MUFU.RCP", "LDL", "STL")
+#: The opcodes that tell the epilogue's work: its loads (generic, global; staged: cp.async, shared), MUFU, local memory.
+WATCHED = ("LD.E", "LDG.E", "LDGSTS", "LDS", "MUFU.EX2", "MUFU.RCP", "LDL", "STL")
 
 
 def counts(build):

@@ -78,7 +78,9 @@ def test_the_epilogue_keeps_the_sums_in_registers(name, fields, target):
     """The epilogue written out over the fragment: the k loop as without it
     (no local memory there; the wgmma consumers' 232 registers may spill a
     pointer or two across it, read back once a tile), and the factors loaded
-    once a row or column the thread stores (per-tensor: once)."""
+    once a row or column the thread stores (per-tensor: once); where they
+    are staged, by cp.async as the tile starts and then from shared memory,
+    once a row and column pair, none from global memory in the epilogue."""
     cfg = registry.get(name).replace(**fields)
     plain = build_config(cfg.replace(scale_a="", scale_b="", bias=False, act=""), target, together=())
     build = build_config(cfg, target, together=())
@@ -89,6 +91,14 @@ def test_the_epilogue_keeps_the_sums_in_registers(name, fields, target):
     loads = sum(op in ("LD.E", "LDG.E") for op in build.instructions) - sum(
         op in ("LD.E", "LDG.E") for op in plain.instructions)
     rows, cols = epilogue._cells(cfg)[-1][1] + 1, epilogue._cells(cfg)[-1][2] + 1     # the thread's extent
+    if epilogue.staged(cfg):
+        shared = sum(op.startswith("LDS") for op in build.instructions) - sum(
+            op.startswith("LDS") for op in plain.instructions)
+        wanted = (cfg.scale_a == "row") * len({dr for _, dr, _ in epilogue._cells(cfg)}) + \
+            len({dc >> 1 for _, _, dc in epilogue._cells(cfg)}) * ((cfg.scale_b == "col") + cfg.bias)
+        assert any(op.startswith("LDGSTS") for op in build.instructions) and shared >= wanted, (shared, wanted)
+        assert loads == (cfg.scale_a == "tensor") + (cfg.scale_b == "tensor"), loads
+        return
     wanted = {"row": len({dr for _, dr, _ in epilogue._cells(cfg)}), "tensor": 1, "": 0}[cfg.scale_a] + \
         len({dc for _, _, dc in epilogue._cells(cfg)}) * ((cfg.scale_b == "col") + cfg.bias) + (cfg.scale_b == "tensor")
     assert rows and cols and loads >= wanted, (loads, wanted)

@@ -109,7 +109,7 @@ def kernel_function(cfg):
     frame = skeleton_ws if cfg.producer_threads else skeleton
     warp = WARP_ROUTINES[cfg.op](cfg)
     if cfg.epilogue and cfg.split_k == 1:             # split-K: the sum kernel's (split_k.SplitSum)
-        warp = warp._replace(store=epilogue.around(cfg, warp.store))
+        warp = warp._replace(store=epilogue.around(cfg, warp.store), prefetch=epilogue.prefetch(cfg))
     return frame.kernel_function(cfg, warp, COPY_ROUTINES[copy](cfg))
 
 

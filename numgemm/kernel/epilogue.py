@@ -30,7 +30,8 @@ from numba import cuda, types
 
 from .. import primitives as P
 from ..tiles import WGMMA_PARTS
-from .regs import device, generated, inlined, u32
+from .regs import device, generated, inlined, u8, u32, u64
+from .warp_wgmma import c_buffer, c_buffer_line
 
 #: The fields of KernelConfig that make the epilogue (split_k.SplitSum carries them too), and their
 #: values where there is none.
@@ -108,7 +109,10 @@ def _apply(cfg):
     a warp's accumulators, in place. Written out, as the stores are: an
     accumulator indexed in a loop would live in local memory. A factor of a
     row or column past C is read at C's last (that sum is not stored). With
-    swap the kernel's tile is of C^T: its rows are C's columns."""
+    swap the kernel's tile is of C^T: its rows are C's columns. Where the
+    factors are staged (prefetch), they are read from the warp's C buffer."""
+    if staged(cfg):
+        return _apply_staged(cfg)
     lines = ["lane = tid & 31", "r0 = m0 + wr0 + (lane >> 2)", "c0 = n0 + wc0 + 2 * (lane & 3)"]
     loaded = {}
 
@@ -127,6 +131,87 @@ def _apply(cfg):
         lines.append(f"{acc} = {_formula(cfg, acc, row, col)}")
     return generated("apply", "acc, sa, sb, bias, m0, n0, wr0, wc0, M, N, tid", lines,
                      {"u32": u32, **activations(cfg.linkage)})
+
+
+#: A consumer warp's staged factors in its C buffer, in floats: its 16 rows' scale_a, then the
+#: tile's bn columns' scale_b, then their bias.
+_ROWS = 16
+
+
+def staged(cfg):
+    """Whether the row and column factors reach the epilogue through the
+    consumer warp's C buffer (stage_c's, idle while the k loop runs), copied
+    as the tile starts (prefetch): in the warp-specialised wgmma kernels'
+    tiles of C (not C^T) where a warp's 16 row and 2 bn column factors fit
+    its buffer. Loaded in the epilogue instead, with the accumulators
+    holding most registers, they go out a few at a time, each batch waiting
+    for L2."""
+    if not (cfg.epilogue and cfg.op == "wgmma" and cfg.stage_c and not cfg.swap and cfg.split_k == 1):
+        return False
+    return bool(cfg.scale_a == "row" or cfg.scale_b == "col" or cfg.bias) and \
+        4 * (_ROWS + 2 * cfg.bn) <= c_buffer(cfg)[1]
+
+
+def prefetch(cfg):
+    """prefetch(CE, m0, n0, wr0, M, N, tid), or None where the factors are
+    not staged: as a tile starts, the consumer warp's factors (scale_a of
+    its 16 rows, scale_b and bias of the tile's columns) into its C buffer,
+    by 4-byte cp.async (any stride), one commit group that the epilogue
+    waits for; a factor past C is C's last."""
+    if not staged(cfg):
+        return None
+    ptx = P.routines(cfg.linkage)
+    lines = ["lane = tid & 31", c_buffer_line(cfg), "cuda.syncwarp()"]    # the last tile's reads are done
+    if cfg.c_tma:                                                          # and its TMA stores' too
+        lines += ["if lane == 0:", "    wait_read_0()", "cuda.syncwarp()"]
+    if cfg.scale_a == "row":
+        lines += [f"if lane < {_ROWS}:", "    cp4(buf + u32(4 * lane), at(CE[1], min(m0 + wr0 + lane, M - 1)))"]
+    for arg, first, on in ((2, _ROWS, cfg.scale_b == "col"), (3, _ROWS + cfg.bn, cfg.bias)):
+        if on:
+            lines += [f"for j in range(lane, {cfg.bn}, 32):",
+                      f"    cp4(buf + u32(4 * ({first} + j)), at(CE[{arg}], min(n0 + j, N - 1)))"]
+    lines.append("commit()")
+    at = device(lambda v, i: P.global_addr(v, 0) + u64(i * v.strides[0]))      # any stride
+    return generated("prefetch", "CE, m0, n0, wr0, M, N, tid", lines,
+                     {"cuda": cuda, "u8": u8, "u32": u32, "shared_addr": P.shared_addr, "at": at,
+                      "cp4": ptx.cp_async_ca_4, "commit": ptx.cp_async_commit, "wait_read_0": ptx.bulk_wait_read_0})
+
+
+def _apply_staged(cfg):
+    """_apply's function on factors staged by prefetch: once they have
+    landed, each row's and each column pair's read from the buffer once
+    (LDS, LDS.64); then the warp's reads are done before its store writes
+    the buffer."""
+    ptx = P.routines(cfg.linkage)
+    lines = ["lane = tid & 31", "wait_0()", "cuda.syncwarp()", c_buffer_line(cfg),
+             "rb = buf + u32(4 * (lane >> 2))", "cb = buf + u32(8 * (lane & 3) + 4 * wc0)"]
+    loaded = {}
+
+    def factor(kind, d):
+        """The variable holding row factor dr (kind "r"), or scale_b / bias of column dc ("b" / "c")."""
+        key = (kind, d - (d & 1) if kind != "r" else d)
+        if key not in loaded:
+            name = loaded[key] = f"{kind}{key[1]}"
+            if kind == "r":
+                lines.append(f"{name} = ld1(rb + u32({4 * d}))")
+            else:
+                first = _ROWS + (cfg.bn if kind == "c" else 0)
+                lines.append(f"{name} = ld2(cb + u32({4 * (first + key[1])}))")
+        return loaded[key] if kind == "r" else f"{loaded[key]}[{d & 1}]"
+
+    for acc, dr, dc in _cells(cfg):
+        x = acc
+        if cfg.scale_a:
+            x += " * " + (factor("r", dr) if cfg.scale_a == "row" else "sa[0]")
+        if cfg.scale_b:
+            x += " * " + (factor("b", dc) if cfg.scale_b == "col" else "sb[0]")
+        if cfg.bias:
+            x += " + " + factor("c", dc)
+        lines.append(f"{acc} = {cfg.act}({x})" if cfg.act else f"{acc} = {x}")
+    lines.append("cuda.syncwarp()")
+    return generated("apply", "acc, sa, sb, bias, m0, n0, wr0, wc0, M, N, tid", lines,
+                     {"cuda": cuda, "u8": u8, "u32": u32, "shared_addr": P.shared_addr, "wait_0": ptx.cp_async_wait_0,
+                      "ld1": ptx.ld_shared_f32, "ld2": ptx.ld_shared_v2_f32, **activations(cfg.linkage)})
 
 
 def around(cfg, store):

@@ -24,12 +24,17 @@ class WarpRoutine(NamedTuple):
     wgmma reads its operands from shared memory through descriptors: it has no
     fragments (frags and load are None), and compute(acc, a_tile, b_tile)
     issues a whole k-tile's wgmmas from the warpgroup's tiles as one commit
-    group."""
+    group.
+
+    prefetch(C, m0, n0, wr0, M, N, tid), where not None: what the store will
+    read besides the accumulators, started as the warp's tile starts (the
+    epilogue's staged factors, epilogue.prefetch)."""
     init: object
     frags: object
     load: object
     compute: object
     store: object
+    prefetch: object = None
 
 
 class CopyRoutine(NamedTuple):

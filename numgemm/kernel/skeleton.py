@@ -37,7 +37,7 @@ def kernel_function(cfg, warp_rt, copy_rt):
     """The Python function of cfg's kernel with this WarpRoutine and CopyRoutine."""
     # Shared memory and the warps see sv: cfg itself, or (unpack="tile") its s8 tiles.
     sv = cfg.shared_view
-    init, frags, load_frags, compute, store = warp_rt
+    init, frags, load_frags, compute, store = warp_rt[:5]      # (no prefetch: its epilogue loads its factors)
     start_copies, setup_copies, stage_copies, issue, land, commit, wait, all_inside, _, _, _ = copy_rt  # no producer
     tile_steps = _tile_steps(sv, warp_rt, issue)
     tile_of, warp_tiles, copiers, barrier, next_stage = (_tile_of(cfg), _warp_tiles(cfg), _copiers(cfg),

@@ -47,6 +47,7 @@ from .warp_wgmma import partials, wait_0, wait_1
 def kernel_function(cfg, warp_rt, copy_rt):
     """The Python function of cfg's kernel with this WarpRoutine and CopyRoutine."""
     init, store, start = warp_rt.init, warp_rt.store, copy_rt.start
+    prefetch = warp_rt.prefetch
     ptx = P.routines("inline")
     bm, bn, bkb = cfg.bm, cfg.bn, cfg.bk_bytes
     producer_warps = cfg.producer_threads // 32
@@ -112,6 +113,8 @@ def kernel_function(cfg, warp_rt, copy_rt):
                 tm, tn = cluster_tile(tile, pairs_m, tiles_n)
                 m0, n0 = i32(tm * bm), i32(tn * bn)
                 acc = init()
+                if prefetch is not None:
+                    prefetch(Cout, m0, n0, cw * 16, M, N, tid)
                 if stagger and cw >= 4 and g == 0:
                     ptx.bar_sync(u32(1), u32(256))
                 g, off = consume(acc, ctx, sbase, A, B, za, zb, m0, n0, tid, lane, dims, a_rows, g, off, 0, ktiles,

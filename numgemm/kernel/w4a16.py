@@ -84,7 +84,7 @@ class W4A16:
         if self.swap and not (self.half and self.n8s % 2 == 0):
             raise ValueError(f"W4A16: swap takes half (M <= 8) and column blocks in pairs (n8s even); "
                              f"got half={self.half}, n8s={self.n8s}")
-        if self.sums_bytes > 48 * 1024:
+        if not self.ring and self.sums_bytes > 48 * 1024:
             raise ValueError(f"W4A16: the warps' sums take {self.sums_bytes} bytes of shared memory, more than "
                              "the 48 KiB a kernel may declare (fewer warps, n8s or mtiles)")
         if self.dynamic_bytes > 227 * 1024:

@@ -195,17 +195,27 @@ def _staged(cfg, n, plain):
     return generated("store", "acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned", lines, env)
 
 
+def c_buffer(cfg):
+    """(top, per_warp): where stage_c's buffers start, in bytes from the
+    stages' base (after the stages), and a consumer warp's share of them."""
+    return (cfg.smem_bytes - cfg.tma_bytes - cfg.c_stage_bytes,
+            cfg.c_stage_bytes // ((cfg.threads - cfg.producer_threads) // 32))
+
+
+def c_buffer_line(cfg):
+    """buf = the .shared address of the buffer of the consumer warp storing
+    rows wr0 ..: the stages' base is dynamic shared memory raised to 1024."""
+    top, per_warp = c_buffer(cfg)
+    return (f"buf = ((shared_addr(cuda.shared.array(0, u8), 0) + u32(1023)) & u32(0xFFFFFC00)) + u32({top}) "
+            f"+ u32(wr0 >> 4) * u32({per_warp})")
+
+
 def _buffer_head(cfg):
     """The staged stores' first lines: the tiles that are not inside an
-    aligned C go to plain; lane, and buf, the address of this warp's part of
-    the buffers (cfg.c_stage_bytes, after the stages)."""
-    top = cfg.smem_bytes - cfg.tma_bytes - cfg.c_stage_bytes        # the buffers, from the stages' base
-    per_warp = cfg.c_stage_bytes // ((cfg.threads - cfg.producer_threads) // 32)
+    aligned C go to plain; lane, and buf, this warp's buffer."""
     return ["if not (c_aligned != 0 and m0 + bm <= M and n0 + bn <= N):",
             "    plain(acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned)", "    return",
-            "lane = tid & 31",
-            f"buf = ((shared_addr(cuda.shared.array(0, u8), 0) + u32(1023)) & u32(0xFFFFFC00)) + u32({top}) "
-            f"+ u32(wr0 >> 4) * u32({per_warp})"]
+            "lane = tid & 31", c_buffer_line(cfg)]
 
 
 def _tma_stored(cfg, n, plain):

@@ -7,7 +7,8 @@ new C, in every precision at small to mid shapes, through named kernels
 stream-K workspaces and flags, the INT4 widening workspace, C's map) and
 gemm()'s own choice, on Numba arrays and, where installed, torch tensors;
 the float precisions' and INT8's calls with or without an epilogue (EPILOGUES: its
-vectors are arrays of the call's too). Each call gets fresh values written
+vectors are arrays of the call's too); W4A16 calls (gemm(x, a PackedW4)) on
+layers kept and called again, as a model's forward does. Each call gets fresh values written
 into its arrays and a poisoned output; integers must equal the exact
 product, the floats within Precision.tolerance.
 
@@ -31,7 +32,9 @@ from .precision import ENCODINGS, PRECISIONS
 #: M, N, K drawn for each call: small to mid, no multiple of a tile needed,
 #: K's that leave rows to pad (INT8 K % 16, FP16 K % 8) among them.
 DIMS = {"M": (1, 7, 16, 64, 130, 256, 384), "N": (8, 33, 96, 200, 384), "K": (16, 40, 96, 130, 256, 512)}
-KINDS = ("plan", "repeat", "fresh", "new_c")
+KINDS = ("plan", "repeat", "fresh", "new_c", "w4a16")
+#: A W4A16 layer's N and K drawn (multiples of 8 and of the group); its calls' M are DIMS's.
+W4_DIMS = {"N": (8, 96, 200, 384), "K": (128, 256, 512)}
 POOL = 12                   # kept plans, and arrays repeated, alive at once (the oldest dropped)
 #: The epilogue a float precision's call has, when it has one (gemm()'s
 #: scale_a, scale_b, bias, activation): FP8's per-tensor scales; the others'
@@ -203,6 +206,44 @@ class Call:
         return np.full((batch, M, N) if batch > 1 else (M, N), operands.poison(self.precision, dtype), dtype)
 
 
+class W4Call:
+    """A W4A16 layer: its weight packed once and kept (the PackedW4 holds its
+    device copy from the first call on); each call fresh activations of M
+    rows, C into a poisoned float32 out or a new C in their format."""
+
+    def __init__(self, precision, rng, lib):
+        from .quant import GROUP, dequantize_w4, prepack_w4
+
+        n, k = (int(rng.choice(W4_DIMS[d])) for d in "NK")
+        zeros = bool(rng.integers(2))
+        w = rng.integers(0, 16, (n, k)) if zeros else rng.integers(-8, 8, (n, k))
+        z = rng.integers(0, 16, (n, k // GROUP)) if zeros else None
+        self.packed = prepack_w4(w, rng.uniform(0.005, 0.02, (n, k // GROUP)).astype(np.float32), z,
+                                 precision=precision)
+        bits = self.packed.scales.T                         # as rounded: bfloat16's bits, or float16's
+        self.dense = dequantize_w4(w, bits if PRECISIONS[precision].encoding else bits.view(np.float16), z)
+        self.precision, self.lib, self.shape = precision, lib, (n, k)
+
+    def run_and_check(self, rng, new_c):
+        """One call of M rows from DIMS: why C differs from the float64 product, or None."""
+        from numba import cuda
+
+        import numgemm
+
+        (n, k), prec = self.shape, PRECISIONS[self.precision]
+        self.m = int(rng.choice(DIMS["M"]))
+        x = prec.encode(rng.standard_normal((self.m, k)).astype(np.float32))
+        out = None if new_c else _to_device(self.lib, np.full((self.m, n), operands.poison(self.precision, np.float32),
+                                                               np.float32))
+        c = numgemm.gemm(_to_device(self.lib, x, prec.encoding_of(x.dtype)), self.packed, out=out)
+        cuda.synchronize()
+        return operands.mismatch(_host(c), prec.decode(x) @ self.dense.T, self.precision)
+
+    def describe(self):
+        return f"W4A16 {self.precision} {self.m}x{self.shape[0]}x{self.shape[1]}" \
+               f"{' with zero points' if self.packed.zeros is not None else ''} on {self.lib}"
+
+
 class Soak:
     """The seeded mix: step(i) draws call i's kind and arguments, makes it and
     checks it."""
@@ -210,16 +251,22 @@ class Soak:
     def __init__(self, seed, cc, libs):
         self.seed, self.rng, self.libs = seed, np.random.default_rng(seed), libs
         self.kernels = {p: kernels(p, cc) for p in PRECISIONS}
-        self.pools = {"plan": [], "repeat": []}
+        self.pools = {"plan": [], "repeat": [], "w4a16": []}
         self.counts = dict.fromkeys(KINDS, 0)
 
     def step(self, i):
         rng = self.rng
         kind = KINDS[rng.integers(len(KINDS))]
         pool = self.pools.get(kind)
-        if pool and rng.random() < 0.7:                 # an earlier call again, new values in its arrays
+        again = bool(pool) and rng.random() < 0.7
+        if again:                                       # an earlier call again, new values in its arrays
             call = pool[rng.integers(len(pool))]
-            call.write(rng)
+            if kind != "w4a16":
+                call.write(rng)
+        elif kind == "w4a16":
+            from .kernel.w4a16 import ACTIVATIONS
+
+            call = W4Call(ACTIVATIONS[rng.integers(len(ACTIVATIONS))], rng, self.libs[rng.integers(len(self.libs))])
         else:
             precision = list(PRECISIONS)[rng.integers(len(PRECISIONS))]
             ks = self.kernels[precision]
@@ -231,11 +278,11 @@ class Soak:
             call = Call.new(precision, kernel, shape, rng,
                             self.libs[rng.integers(len(self.libs))], out=kind != "new_c", plan=kind == "plan",
                             epilogue=epilogue)
-            if pool is not None:
-                pool.append(call)
-                if len(pool) > POOL:
-                    pool.pop(int(rng.integers(len(pool))))
-        why = call.check(call.run(kind))
+        if pool is not None and not again:
+            pool.append(call)
+            if len(pool) > POOL:
+                pool.pop(int(rng.integers(len(pool))))
+        why = call.run_and_check(rng, rng.random() < 0.3) if kind == "w4a16" else call.check(call.run(kind))
         self.counts[kind] += 1
         if why:
             raise AssertionError(f"soak seed {self.seed}, call {i} ({kind}: {call.describe()}): {why}; "
@@ -322,7 +369,20 @@ def prebuild(cc, jobs):
         cfgs += chosen
         if p in EPILOGUES:
             cfgs += [c for c in (with_epilogue(c, EPILOGUES[p], c not in named) for c in chosen) if c is not None]
-    return kernel.prebuild(list(dict.fromkeys(cfgs)), cc, jobs)
+    needed, hits, built, secs = kernel.prebuild(list(dict.fromkeys(cfgs)), cc, jobs)
+    w4 = kernel.prebuild_helpers(_w4a16_specs(), cc, jobs)
+    return needed + w4[0], hits + w4[1], built + w4[2], secs + w4[3]
+
+
+def _w4a16_specs():
+    """The W4A16 kernels gemm() chooses for the soak's layers and rows."""
+    from numba import cuda
+
+    from .kernel.w4a16 import ACTIVATIONS, choose
+
+    sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
+    return {choose(M, N, sms, act, out, zeros) for act in ACTIVATIONS for out in (PRECISIONS[act].narrow, "f32")
+            for zeros in (False, True) for M in DIMS["M"] for N in W4_DIMS["N"]}
 
 
 def run(seconds, seed=None, calls=None, jobs=4, log=print):

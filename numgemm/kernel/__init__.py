@@ -184,9 +184,11 @@ def helper_cubin(spec, cc):
     threads, min_blocks where more than one): split-K's sum
     (split_k.SplitSum), unpack="pass"'s widening (widen_pass.WidenPass),
     W4A16's GEMM (w4a16.W4A16)."""
-    return _cached_cubin(spec, lambda _: spec.function(), spec.argtypes(),
-                         {"launch_bounds": [spec.threads, getattr(spec, "min_blocks", 1)], "lto": True,
-                          "nvvm": NVVM_OPTIONS}, cc, False)
+    return _cached_cubin(spec, lambda _: spec.function(), spec.argtypes(), _helper_options(spec), cc, False)
+
+
+def _helper_options(spec):
+    return {"launch_bounds": [spec.threads, getattr(spec, "min_blocks", 1)], "lto": True, "nvvm": NVVM_OPTIONS}
 
 
 def _cached_cubin(what, pyfunc_of, types_, options, cc, strict):
@@ -225,6 +227,17 @@ def prebuild(cfgs, cc, jobs):
     todo = [c for c in needed if not cache.has(cache.key(c, target, argtypes(c), _options(c)))]
     start = time.perf_counter()
     _in_processes(device_cubin, [(c, tuple(cc)) for c in todo], jobs)
+    return len(needed), len(needed) - len(todo), len(todo), time.perf_counter() - start
+
+
+def prebuild_helpers(specs, cc, jobs):
+    """prebuild's for kernels of numgemm's own (helper_cubin's specs)."""
+    from .. import cache
+    target = device_target(cc)
+    needed = list(dict.fromkeys(specs))
+    todo = [s for s in needed if not cache.has(cache.key(s, target, s.argtypes(), _helper_options(s)))]
+    start = time.perf_counter()
+    _in_processes(helper_cubin, [(s, tuple(cc)) for s in todo], jobs)
     return len(needed), len(needed) - len(todo), len(todo), time.perf_counter() - start
 
 

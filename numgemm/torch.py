@@ -4,8 +4,9 @@
     y = torch.ops.numgemm.linear(x, layer.weight, layer.bias)   # nn.Linear's layout
     c = torch.ops.numgemm.gemm(a, b)                            # a @ b, as numgemm.gemm
     c = torch.ops.numgemm.gemm(a8, w8.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)   # FP8
+    layer = numgemm.torch.W4Linear(numgemm.prepack_w4(w4, scales)).cuda()      # W4A16: numgemm::w4a16
 
-Both are torch.library custom operators with fake implementations (the
+Each is a torch.library custom operator with fake implementations (the
 output's shape and dtype, without a GPU), so that torch.compile(fullgraph=True)
 of a function calling them compiles, and a graph break does not hide them.
 Each launches on torch's current stream and returns a tensor from torch's
@@ -70,6 +71,47 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] =
 @linear.register_fake
 def _(x, weight, bias=None, activation=None):
     return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+
+@torch.library.custom_op("numgemm::w4a16", mutates_args=())
+def w4a16(x: torch.Tensor, words: torch.Tensor, scales: torch.Tensor, zeros: Optional[torch.Tensor],
+          precision: str) -> torch.Tensor:
+    """W4A16: x (..., K) times the INT4 weight whose prepack_w4 arrays these
+    are (PackedW4's words, scales, zeros and precision: "fp16" or "bf16",
+    x's format), on x's GPU (W4Linear holds them); C in x's dtype, as
+    numgemm.gemm(x, packed) computes it."""
+    from .weight_only import Resident
+    from .weight_only import gemm as w4_gemm
+
+    return w4_gemm(x, Resident(words, scales, zeros, precision))
+
+
+@w4a16.register_fake
+def _(x, words, scales, zeros, precision):
+    return x.new_empty((*x.shape[:-1], 8 * words.shape[0]))
+
+
+class W4Linear(torch.nn.Module):
+    """An nn.Linear whose weight is INT4 (a numgemm.quant.PackedW4): its
+    arrays as buffers (moved by .to() / .cuda() with the module, saved in
+    its state_dict), forward through numgemm::w4a16, plus the bias where
+    there is one (in torch, after)."""
+
+    def __init__(self, packed, bias=None):
+        super().__init__()
+        self.in_features, self.out_features, self.precision = packed.k, packed.n, packed.precision
+        self.register_buffer("words", torch.from_numpy(packed.words.view(np.int32)))
+        self.register_buffer("scales", torch.from_numpy(packed.scales.view(np.int16)))
+        self.register_buffer("zeros", None if packed.zeros is None else torch.from_numpy(packed.zeros))
+        self.bias = None if bias is None else torch.nn.Parameter(torch.as_tensor(bias), requires_grad=False)
+
+    def forward(self, x):
+        y = torch.ops.numgemm.w4a16(x, self.words, self.scales, self.zeros, self.precision)
+        return y if self.bias is None else y + self.bias.to(y.dtype)
+
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}, {self.precision} activations, " \
+               f"zero points: {self.zeros is not None}, bias: {self.bias is not None}"
 
 
 def _c_dtype(a, kernel, precision):

@@ -15,17 +15,59 @@ from numba import cuda
 from . import checks, frameworks, views
 from .launches import Launch
 from .precision import NARROW, PRECISIONS
-from .quant import PackedW4
+from .quant import GROUP, PackedW4
 
 #: out_dtype -> the kernel's C format, by the weight's precision (None: the activations' own).
 _OUT = {"float32": "f32", **{n.dtype_name: n.name for n in NARROW.values()}}
+
+
+class Resident:
+    """A PackedW4's arrays already on a GPU, held by their owner (a torch
+    module's buffers: numgemm.torch.W4Linear): words (N/8, K/128, 32, 4) of
+    4 bytes, scales (K/128, N) of 2, zeros (K/128, N) of 1 or None, as
+    PackedW4's, in any framework; what gemm() takes in a PackedW4's place."""
+
+    def __init__(self, words, scales, zeros, precision):
+        shapes = [tuple(x.shape) for x in (words, scales)]
+        n, k = 8 * shapes[0][0], GROUP * shapes[0][1] if len(shapes[0]) == 4 else 0
+        if len(shapes[0]) != 4 or shapes[0][2:] != (32, 4) or shapes[1] != (k // GROUP, n) or \
+                (zeros is not None and tuple(zeros.shape) != shapes[1]):
+            raise ValueError(f"W4A16's resident weight: words (N/8, K/128, 32, 4), scales and zeros (K/128, N); "
+                             f"got {shapes[0]}, {shapes[1]}, {None if zeros is None else tuple(zeros.shape)}")
+        self.words, self.scales, self.zeros, self.precision, self.n, self.k = words, scales, zeros, precision, n, k
+
+    def device(self):
+        """(words, scales, zeros) as the kernel takes them: Numba views of
+        the owner's arrays (zeros: a one-byte array where there are none)."""
+        views = [frameworks.numba_view(x) for x in (self.words, self.scales)]
+        return (views[0].view(np.uint32), views[1].view(np.uint16),
+                _NO_ZEROS.get() if self.zeros is None else frameworks.numba_view(self.zeros).view(np.uint8))
+
+
+class _OneByte:
+    """A one-byte device array a context, for a kernel argument it does not read."""
+
+    def __init__(self):
+        self._on = {}
+
+    def get(self):
+        from .driver import current_context
+
+        cuda.current_context()
+        key = current_context()
+        if key not in self._on:
+            self._on[key] = cuda.device_array((1, 1), np.uint8)
+        return self._on[key]
+
+
+_NO_ZEROS = _OneByte()
 
 
 def checked(a, w, out, out_dtype, refused):
     """(M rows, C's format) of a valid call, else a clear
     exception, before any GPU is needed. refused: gemm()'s arguments that
     W4A16 does not take, by name, where given."""
-    if not isinstance(w, PackedW4):
+    if not isinstance(w, (PackedW4, Resident)):
         raise TypeError(f"b must be a numgemm.quant.PackedW4 for W4A16, got {type(w).__name__}")
     given = [name for name, v in refused.items() if v is not None]
     if given:

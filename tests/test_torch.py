@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-import numgemm.torch  # noqa: E402,F401 - registers the operators
+import numgemm.torch  # noqa: E402 - registers the operators
 
 
 def test_the_operators_are_registered():
-    assert hasattr(torch.ops.numgemm, "gemm") and hasattr(torch.ops.numgemm, "linear")
+    assert all(hasattr(torch.ops.numgemm, op) for op in ("gemm", "linear", "w4a16"))
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -65,3 +65,46 @@ def test_the_fake_gemm_of_int8_through_an_epilogue_is_float32():
     assert torch.ops.numgemm.gemm(a, a.t(), scale_a=s).dtype == torch.float32
     assert torch.ops.numgemm.gemm(a, a.t(), scale_a=s, out_dtype=torch.bfloat16).dtype == torch.bfloat16
     assert torch.ops.numgemm.gemm(a, a.t()).dtype == torch.int32
+
+
+def w4_layer(rng, n, k, precision, zeros):
+    """(a W4Linear of fresh INT4 weights, its float64 N x K weight)."""
+    from numgemm.quant import dequantize_w4, prepack_w4
+
+    w = rng.integers(0, 16, (n, k)) if zeros else rng.integers(-8, 8, (n, k))
+    z = rng.integers(0, 16, (n, k // 128)) if zeros else None
+    p = prepack_w4(w, rng.uniform(0.005, 0.02, (n, k // 128)).astype(np.float32), z, precision=precision)
+    bits = p.scales.T if precision == "bf16" else p.scales.T.view(np.float16)
+    return numgemm.torch.W4Linear(p), dequantize_w4(w, bits, z)
+
+
+def test_the_w4a16_operator_fakes_cs_shape_and_the_layer_holds_buffers(rng):
+    layer, _ = w4_layer(rng, 40, 256, "bf16", True)
+    assert {name for name, _ in layer.named_buffers()} == {"words", "scales", "zeros"}
+    assert layer.words.shape == (5, 2, 32, 4) and layer.scales.shape == (2, 40) and layer.zeros.shape == (2, 40)
+    x = torch.empty((3, 7, 256), dtype=torch.bfloat16, device="meta")
+    y = torch.ops.numgemm.w4a16(x, layer.words.to("meta"), layer.scales.to("meta"), None, "bf16")
+    assert y.shape == (3, 7, 40) and y.dtype == torch.bfloat16
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision, zeros", [("fp16", False), ("bf16", True)])
+def test_torch_compile_of_a_w4_linear_matches_eager(rng, precision, zeros):
+    """W4Linear (its weight's arrays as buffers, moved with .cuda()) compiled
+    with fullgraph=True: eager's result exactly, and the dequantised product."""
+    from numgemm import operands
+
+    layer, w = w4_layer(rng, 264, 512, precision, zeros)
+    layer = layer.cuda()
+    dtype = torch.float16 if precision == "fp16" else torch.bfloat16
+    x = torch.randn(2, 9, 512, dtype=dtype, device="cuda")
+    with torch.no_grad():
+        eager = layer(x)
+        compiled = torch.compile(layer, fullgraph=True)(x)
+    assert eager.dtype == dtype and eager.shape == (2, 9, 264)
+    np.testing.assert_array_equal(compiled.float().cpu().numpy(), eager.float().cpu().numpy())
+    want = x.double().cpu().numpy() @ w.T
+    got = eager.view(torch.int16).cpu().numpy().view(np.uint16) if dtype == torch.bfloat16 else eager.cpu().numpy()
+    assert operands.mismatch(got, want, precision) is None
+    with pytest.raises(TypeError, match="a must be"):
+        layer(x.float())

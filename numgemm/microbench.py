@@ -111,7 +111,8 @@ def measure_wgmma_ceilings(steady=False):
         if not prec.wgmma:
             continue
         cfg = next(c for c in registry.REGISTRY["tuned"].values() if c.op == "wgmma" and c.precision == prec.name)
-        init, _, _, compute, _ = warp_wgmma.routine(cfg)
+        routine = warp_wgmma.routine(cfg)
+        init, compute = routine.init, routine.compute
         wait_1, wait_0 = warp_wgmma.wait_1, warp_wgmma.wait_0
         acc_t = np.float32 if prec.acc == "f32" else np.int32
         n_acc = len(P.ROUTINES[prec.wgmma].output.regs)

@@ -118,12 +118,12 @@ def gemm(a, w, out=None, out_dtype=None, stream=None, **refused):
     da = views.device(a, "a")
     item = da.dtype.itemsize
     lead, N, K = tuple(a.shape[:-1]), w.n, w.k
-    if da.strides[-1] != item or any(da.strides[i] != da.strides[i + 1] * da.shape[i + 1]
-                                     for i in range(da.ndim - 2)):
+    if M and (da.strides[-1] != item or any(da.strides[i] != da.strides[i + 1] * da.shape[i + 1]
+                                            for i in range(da.ndim - 2))):     # (no rows: any strides)
         raise ValueError(f"a's rows must be contiguous (its last axis, and its leading axes over them), "
                          f"got strides {da.strides}; pass a.contiguous()")
     row = da.strides[-2] if da.ndim > 1 else K * item
-    if row % 16 or (da.device_ctypes_pointer.value or 0) % 16:
+    if M and (row % 16 or (da.device_ctypes_pointer.value or 0) % 16):
         raise ValueError("a's rows must start at 16-byte boundaries (rows of K = a multiple of 128 do, "
                          "in a contiguous array)")
     A = views.view(da, (M, K // 2), (row, 4), np.uint32)

@@ -300,3 +300,7 @@ BY_ENCODING = {p.encoding: p.name for p in PRECISIONS.values() if p.encoding}
 #: nor BF16's uint16 bits; torch's and ml_dtypes' bfloat16 name BF16).
 BY_DTYPE = {**{np.dtype(p.host_dtype).name: p.name for p in PRECISIONS.values() if p.dtype_names},
             **{alias: p.name for p in PRECISIONS.values() for alias in p.dtype_aliases}}
+
+#: The precisions W4A16 takes as activations (prepack_w4's scales, numgemm.kernel.w4a16's widening
+#: of the INT4 weights): the 16-bit floats.
+W4A16_ACTIVATIONS = tuple(p.name for p in PRECISIONS.values() if p.kind == "float" and p.bits == 16)

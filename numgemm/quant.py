@@ -122,8 +122,8 @@ def prepack_w4(weight, scales, zeros=None, precision=None):
     ml_dtypes', or float32 with precision="bf16") or float32 (rounded to the
     activations' format). A torch tensor is read on the host."""
     weight, scales = _host(weight, "weight"), _host(scales, "scales")
-    from .kernel.w4a16 import ACTIVATIONS
     from .precision import BY_DTYPE
+    from .precision import W4A16_ACTIVATIONS as ACTIVATIONS
     precision = precision or BY_DTYPE.get(str(scales.dtype).removeprefix("torch."), ACTIVATIONS[0])
     if precision not in ACTIVATIONS:
         raise ValueError(f"prepack_w4: precision must be one of {', '.join(map(repr, ACTIVATIONS))}, "

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from numba import cuda, types
 
 from .. import primitives as P
-from ..precision import NARROW, PRECISIONS
+from ..precision import NARROW, PRECISIONS, W4A16_ACTIVATIONS
 from ..quant import GROUP  # K of a group: one scale per column, one 16-byte load of a lane's weights
 from .regs import OUT, device, getter, i32, setter, u8, u32
 
@@ -49,8 +49,9 @@ def _widen_bf16(dq):
 #: widen(x, z): a word of eight u4 as four B registers, less z, by the activations' format
 #: (ptx_asm/dequant_u4.ptx's routine of that format, and the zero terms it takes).
 _WIDEN = {"f16": _widen_f16, "bf16": _widen_bf16}
-#: The precisions W4A16 takes as activations: the 16-bit floats whose format it widens to.
-ACTIVATIONS = tuple(p.name for p in PRECISIONS.values() if p.kind == "float" and p.bits == 16 and p.narrow in _WIDEN)
+#: The precisions W4A16 takes as activations (precision.py's fact), each a format it widens to.
+ACTIVATIONS = W4A16_ACTIVATIONS
+assert all(PRECISIONS[p].narrow in _WIDEN for p in ACTIVATIONS), "a W4A16 activation format without its widening"
 
 
 @dataclass(frozen=True)

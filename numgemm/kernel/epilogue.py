@@ -76,13 +76,17 @@ def argtype(c):
     return types.Tuple((c, VECTOR, VECTOR, VECTOR))
 
 
-def _formula(ep, v, row, col):
-    """The source of one output's value: sum v, its C row index row and column index col (sources)."""
-    factors = [f"sa[{'0' if ep.scale_a == 'tensor' else row}]"] if ep.scale_a else []
-    factors += [f"sb[{'0' if ep.scale_b == 'tensor' else col}]"] if ep.scale_b else []
+def _formula(ep, v, row, col, read=None):
+    """The source of one output's value: sum v, its C row index row and
+    column index col (sources); read(kind, expr) gives the source of a
+    row's ("a") or column's ("b", "c": bias) factor where they are not read
+    from the vectors themselves (staged)."""
+    read = read or (lambda kind, i: f"{dict(a='sa', b='sb', c='bias')[kind]}[{i}]")
+    factors = [read("a", row) if ep.scale_a == "row" else "sa[0]"] if ep.scale_a else []
+    factors += [read("b", col) if ep.scale_b == "col" else "sb[0]"] if ep.scale_b else []
     x = " * ".join([v] + factors)
     if ep.bias:
-        x = f"{x} + bias[{col}]"
+        x = f"{x} + {read('c', col)}"
     return f"{ep.act}({x})" if ep.act else x
 
 
@@ -188,26 +192,19 @@ def _apply_staged(cfg):
     loaded = {}
 
     def factor(kind, d):
-        """The variable holding row factor dr (kind "r"), or scale_b / bias of column dc ("b" / "c")."""
-        key = (kind, d - (d & 1) if kind != "r" else d)
+        """The variable holding row dr's factor (kind "a"), or column dc's scale_b or bias ("b", "c")."""
+        key = (kind, d - (d & 1) if kind != "a" else d)
         if key not in loaded:
             name = loaded[key] = f"{kind}{key[1]}"
-            if kind == "r":
+            if kind == "a":
                 lines.append(f"{name} = ld1(rb + u32({4 * d}))")
             else:
                 first = _ROWS + (cfg.bn if kind == "c" else 0)
                 lines.append(f"{name} = ld2(cb + u32({4 * (first + key[1])}))")
-        return loaded[key] if kind == "r" else f"{loaded[key]}[{d & 1}]"
+        return loaded[key] if kind == "a" else f"{loaded[key]}[{d & 1}]"
 
     for acc, dr, dc in _cells(cfg):
-        x = acc
-        if cfg.scale_a:
-            x += " * " + (factor("r", dr) if cfg.scale_a == "row" else "sa[0]")
-        if cfg.scale_b:
-            x += " * " + (factor("b", dc) if cfg.scale_b == "col" else "sb[0]")
-        if cfg.bias:
-            x += " + " + factor("c", dc)
-        lines.append(f"{acc} = {cfg.act}({x})" if cfg.act else f"{acc} = {x}")
+        lines.append(f"{acc} = {_formula(cfg, acc, dr, dc, factor)}")
     lines.append("cuda.syncwarp()")
     return generated("apply", "acc, sa, sb, bias, m0, n0, wr0, wc0, M, N, tid", lines,
                      {"cuda": cuda, "u8": u8, "u32": u32, "shared_addr": P.shared_addr, "wait_0": ptx.cp_async_wait_0,

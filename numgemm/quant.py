@@ -99,17 +99,38 @@ class PackedW4:
         return self.n, self.k
 
     def device(self):
-        """(words, scales, zeros) on the current GPU (zeros: a one-byte
-        array where there are none), copied there on first use."""
+        """(words, scales, zeros) on the current GPU (zeros: no_zeros() where
+        there are none), copied there on first use."""
         from numba import cuda
 
-        from .driver import current_context
-        cuda.current_context()                          # made where there is none yet
-        key = current_context()
-        if key not in self._on:
-            zeros = self.zeros if self.zeros is not None else np.zeros((1, 1), np.uint8)
-            self._on[key] = tuple(cuda.to_device(np.ascontiguousarray(x)) for x in (self.words, self.scales, zeros))
-        return self._on[key]
+        def copies():
+            words, scales = (cuda.to_device(np.ascontiguousarray(x)) for x in (self.words, self.scales))
+            return words, scales, no_zeros() if self.zeros is None else cuda.to_device(self.zeros)
+        return on_this_gpu(self._on, copies)
+
+
+def on_this_gpu(held, make):
+    """held's value for the current CUDA context (made where there is none
+    yet), make() on first use there."""
+    from numba import cuda
+
+    from .driver import current_context
+    cuda.current_context()
+    key = current_context()
+    if key not in held:
+        held[key] = make()
+    return held[key]
+
+
+_ONE_BYTE = {}
+
+
+def no_zeros():
+    """A one-byte device array on the current GPU, for W4A16's zero-point
+    argument where a weight has none (the kernel then does not read it)."""
+    from numba import cuda
+
+    return on_this_gpu(_ONE_BYTE, lambda: cuda.device_array((1, 1), np.uint8))
 
 
 def prepack_w4(weight, scales, zeros=None, precision=None):

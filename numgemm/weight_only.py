@@ -15,7 +15,7 @@ from numba import cuda
 from . import checks, frameworks, views
 from .launches import Launch
 from .precision import NARROW, PRECISIONS
-from .quant import GROUP, PackedW4
+from .quant import GROUP, PackedW4, no_zeros
 
 #: out_dtype -> the kernel's C format, by the weight's precision (None: the activations' own).
 _OUT = {"float32": "f32", **{n.dtype_name: n.name for n in NARROW.values()}}
@@ -41,26 +41,7 @@ class Resident:
         the owner's arrays (zeros: a one-byte array where there are none)."""
         views = [frameworks.numba_view(x) for x in (self.words, self.scales)]
         return (views[0].view(np.uint32), views[1].view(np.uint16),
-                _NO_ZEROS.get() if self.zeros is None else frameworks.numba_view(self.zeros).view(np.uint8))
-
-
-class _OneByte:
-    """A one-byte device array a context, for a kernel argument it does not read."""
-
-    def __init__(self):
-        self._on = {}
-
-    def get(self):
-        from .driver import current_context
-
-        cuda.current_context()
-        key = current_context()
-        if key not in self._on:
-            self._on[key] = cuda.device_array((1, 1), np.uint8)
-        return self._on[key]
-
-
-_NO_ZEROS = _OneByte()
+                no_zeros() if self.zeros is None else frameworks.numba_view(self.zeros).view(np.uint8))
 
 
 def checked(a, w, out, out_dtype, refused):

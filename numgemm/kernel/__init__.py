@@ -221,23 +221,23 @@ def _in_processes(fn, calls, jobs):
 def prebuild(cfgs, cc, jobs):
     """Build, jobs at a time, the device kernels of cfgs that the cache lacks.
     (needed, from the cache, built, seconds)."""
-    from .. import cache
-    target = device_target(cc)
-    needed = list(dict.fromkeys(cfgs))
-    todo = [c for c in needed if not cache.has(cache.key(c, target, argtypes(c), _options(c)))]
-    start = time.perf_counter()
-    _in_processes(device_cubin, [(c, tuple(cc)) for c in todo], jobs)
-    return len(needed), len(needed) - len(todo), len(todo), time.perf_counter() - start
+    return _prebuild(cfgs, cc, jobs, lambda c: (argtypes(c), _options(c)), device_cubin)
 
 
 def prebuild_helpers(specs, cc, jobs):
     """prebuild's for kernels of numgemm's own (helper_cubin's specs)."""
+    return _prebuild(specs, cc, jobs, lambda s: (s.argtypes(), _helper_options(s)), helper_cubin)
+
+
+def _prebuild(items, cc, jobs, typed, build):
+    """build(item, cc) for each of items whose cache entry (typed(item): its
+    argument types and options) is missing, jobs at a time."""
     from .. import cache
     target = device_target(cc)
-    needed = list(dict.fromkeys(specs))
-    todo = [s for s in needed if not cache.has(cache.key(s, target, s.argtypes(), _helper_options(s)))]
+    needed = list(dict.fromkeys(items))
+    todo = [x for x in needed if not cache.has(cache.key(x, target, *typed(x)))]
     start = time.perf_counter()
-    _in_processes(helper_cubin, [(s, tuple(cc)) for s in todo], jobs)
+    _in_processes(build, [(x, tuple(cc)) for x in todo], jobs)
     return len(needed), len(needed) - len(todo), len(todo), time.perf_counter() - start
 
 

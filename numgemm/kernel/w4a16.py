@@ -134,8 +134,7 @@ class W4A16:
     def describe(self):
         return {"kernel": self.name, "act": self.act, "out": self.out, "zeros": self.zeros, "n8s": self.n8s,
                 "warps": self.warps, "mtiles": self.mtiles, "half": self.half, "min_blocks": self.min_blocks,
-                "ahead": self.ahead, "ring": self.ring,
-                "swap": self.swap}
+                "ahead": self.ahead, "ring": self.ring, "swap": self.swap}
 
     def argtypes(self):
         """A (M, K/2) uint32: each two activations, rows 16-byte aligned, any
@@ -283,8 +282,8 @@ def _fetch(spec, ptx):
 
 
 def _math(spec, ptx):
-    """(mma, widen, to_f32) of the activations' format; z(Z, grp, n8, g):
-    column g of 8-column block n8's zero point (8 without zero points)."""
+    """(mma, widen, to_f32, zero) of the activations' format; zero(Z, grp,
+    n8, g): column g of 8-column block n8's zero point (8 without zero points)."""
     prec = PRECISIONS[spec.act]
     widen = _WIDEN[prec.narrow](getattr(ptx, f"dequant_u4_{prec.narrow}x8"))
     if spec.zeros:

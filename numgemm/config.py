@@ -200,6 +200,12 @@ class KernelConfig(TileGeometry):
     # this many k-tiles, and the lag stays: each one's epilogue runs while the
     # other's wgmmas have the tensor cores to themselves (0: in step)
     stagger: int = knob(0, suffix="stg{}")
+    # op=wgmma, two consumer warpgroups: each computes a whole block tile (both
+    # 64-row halves, two accumulator sets, 2 x bn / 2 a thread), the two taking
+    # alternate tiles of the block, their k loops in turn (named barriers), so
+    # that one's epilogue runs while the other's wgmmas hold the tensor cores
+    # (CUTLASS's ping-pong); a block of one tile runs on one warpgroup
+    pingpong: bool = knob(False, suffix="pp")
 
     def __post_init__(self):
         self._check_fields()
@@ -272,6 +278,12 @@ class KernelConfig(TileGeometry):
     def producer_threads(self):
         """op="wgmma": the producer warpgroup, ahead of the consumers' warps."""
         return 128 if self.op == "wgmma" else 0
+
+    @property
+    def stage_readers(self):
+        """op="wgmma": the consumer warps that read each stage of the ring (and
+        release it): all of them, or with pingpong one warpgroup's."""
+        return 4 if self.pingpong else (self.threads - self.producer_threads) // 32
 
     @property
     def register_split(self):

@@ -32,6 +32,16 @@ def test_cells_are_each_accumulator_once_inside_the_warps_tile(name):
     assert all(0 <= dr <= rows - 8 and 0 <= dc <= cols - 7 for _, dr, dc in cells)
 
 
+def test_pingpong_halves_have_an_array_each():
+    """pingpong: a warp's 16 rows in each 64-row half of the tile, an array a
+    half; their row factors staged one after the other."""
+    cfg = registry.get("fp16_wgmma").replace(bn=128, pingpong=True, **FULL)
+    cells = epilogue._cells(cfg)
+    assert len(cells) == 128 == len({(dr, dc) for _, dr, dc in cells})
+    assert cells[0] == ("acc[0][0]", 0, 0) and cells[-1] == ("acc[1][63]", 72, 121)
+    assert {dr for _, dr, _ in cells} == {0, 8, 64, 72} and epilogue.staged(cfg)
+
+
 def test_two_instructions_side_by_side_have_an_array_each():
     cfg = registry.get("fp16_wgmma").replace(bn=320, stages=3)
     assert WGMMA_PARTS[320] == (256, 64)
@@ -73,6 +83,7 @@ def test_the_sum_kernel_carries_the_epilogue():
     ("e4m3_ptx_mma", dict(scale_a="tensor", scale_b="tensor"), "sm_89"),
     ("bf16_wgmma", dict(FULL, out="bf16"), "sm_90"),
     ("fp16_wgmma", dict(scale_a="tensor", scale_b="col", bias=True, act="silu", out="f16", c_tma=True), "sm_90"),
+    ("fp16_wgmma", dict(FULL, bn=128, pingpong=True, out="f16"), "sm_90"),
 ])
 def test_the_epilogue_keeps_the_sums_in_registers(name, fields, target):
     """The epilogue written out over the fragment: the k loop as without it
@@ -157,6 +168,33 @@ def test_the_epilogue_matches_the_reference(name, kernel_fields, fields, rng):
     want = operands.through_epilogue(ref, sa, sb, bias, fields.get("act"))
     why = operands.mismatch(out.copy_to_host(), want, cfg.precision)
     assert why is None, f"{cfg.name} with {fields}: {why}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,fields", [("fp16_wgmma", dict(out="f16")), ("int8_wgmma_cl1", dict(out="bf16")),
+                                         ("fp16_wgmma_c16", dict(c_tma=True))])
+def test_pingpong_epilogue_in_both_warpgroups(name, fields, rng):
+    """pingpong: the epilogue of each half of a tile, with its staged row
+    factors, in a persistent grid of more tiles than blocks (both
+    warpgroups' turns), against float64."""
+    from numba import cuda
+
+    import numgemm
+
+    cfg = registry.get(name).replace(bn=128, pingpong=True, **fields, **FULL)
+    why = cfg.unsupported(tuple(cuda.get_current_device().compute_capability))
+    if why:
+        pytest.skip(why)
+    M, N, K = 1100, 2600, 136
+    a, b = operands.values(cfg.precision, 1, M, N, K, rng)
+    sa, sb, bias = operands.epilogue_vectors(FULL, M, N, rng)
+    out = operands.poisoned(cfg.precision, (1, M, N), cfg.c_dtype)
+    da, db = operands.to_device(cfg.precision, cfg.b_layout, a, b)
+    numgemm.gemm(da, db, kernel=cfg, out=out, scale_a=cuda.to_device(sa), scale_b=cuda.to_device(sb),
+                 bias=cuda.to_device(bias), activation=FULL["act"], k=K)
+    want = operands.through_epilogue(operands.expected(cfg.precision, a, b), sa, sb, bias, FULL["act"])
+    why = operands.mismatch(out.copy_to_host(), want, cfg.precision)
+    assert why is None, f"{cfg.name}: {why}"
 
 
 @pytest.mark.gpu

@@ -363,6 +363,21 @@ def test_wgmma_clusters_and_persistent_tiles(name, fields, rng):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("name,fields", [("fp16_wgmma", {}), ("int8_wgmma_cl1", {}),
+                                         ("fp16_wgmma_c16", dict(c_tma=True, cluster=1)),
+                                         ("fp16_wgmma", dict(bn=64, b_layout="nk", stage_c=False)),
+                                         ("bf16_wgmma", dict(persistent=False)), ("e4m3_wgmma_cl1", {})])
+def test_pingpong_turns_over_many_tiles(name, fields, rng):
+    """pingpong: the warpgroups take a block's tiles in turn (alone, in
+    clusters of two, one tile a block), the ring's uses of each tile all
+    one warpgroup's, through batches and edge tiles."""
+    cfg = registry.get(name).replace(bn=128, pingpong=True).replace(**fields)
+    skip_unless_it_runs_here(cfg)
+    for batch, M, N, K in ((1, 300, 520, 200), (2, 1030, 2100, 136), (1, 2200, 2600, 72), (1, 4100, 4000, 520)):
+        check_kernel(cfg, batch, M, N, K, rng, kernel=cfg)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("name,fields", [("fp16_wgmma_c16", {}), ("fp16_wgmma", dict(cluster=1, persistent=False)),
                                          ("int8_wgmma_cl1", {})])
 def test_c_by_tma_store(name, fields, rng):
@@ -579,6 +594,27 @@ def test_second_warpgroup_staggered():
     assert b.local_bytes == 0
     for bad in (dict(stagger=4), dict(bm=64, warps_m=4, stagger=1), dict(split_k=2)):
         with pytest.raises(ValueError, match="stagger"):
+            cfg.replace(**bad)
+
+
+@pytest.mark.builds
+@pytest.mark.parametrize("name", ["fp16_wgmma", "int8_wgmma_cl1"])
+def test_pingpong_warpgroups_take_turns(name):
+    """pingpong: a consumer warpgroup issues both 64-row halves of each k-tile
+    (two wgmmas a k step, on one B), waits on its own named barrier before
+    its k loops (one BAR.SYNC, its id in a register), and arrives on the
+    other's from inside its k loop; each stage is released by one
+    warpgroup's four warps; no local memory."""
+    cfg = registry.get(name).replace(bn=128, pingpong=True)
+    b = build_config(cfg, "sm_90")
+    loop = b.main_loop()
+    assert loop.mmas % (2 * cfg.ksteps) == 0, loop.mmas
+    syncs = [line for line in b.sass.splitlines() if "BAR.SYNC" in line and "0x100" in line]
+    assert len(syncs) == 1 and "BAR.SYNC.DEFER_BLOCKING R" in syncs[0], syncs
+    assert any(op.startswith("BAR.ARV") for lp in b.k_loops for op in lp.ops)
+    assert b.local_bytes == 0 and cfg.stage_readers == 4 and cfg.replace(pingpong=False).stage_readers == 8
+    for bad in (dict(bn=256), dict(stagger=2), dict(split_k=2), dict(bm=64, warps_m=4)):
+        with pytest.raises(ValueError, match="pingpong"):
             cfg.replace(**bad)
 
 

@@ -53,8 +53,8 @@ def ring(cfg, full_count=1):
     raised to the swizzle's 1024-byte period, and the barriers' address after
     the stages; init(bars), by one thread: a "full"
     barrier per stage that full_count arrivals (and the bytes they announce)
-    complete, with a producer an "empty" one that the consumer warps of every
-    CTA of the cluster complete; full(bars, off): the full barrier of the stage
+    complete, with a producer an "empty" one that the consumer warps reading
+    it (cfg.stage_readers) in every CTA of the cluster complete; full(bars, off): the full barrier of the stage
     at byte offset off; wait(bars, kt, off, ktiles): k-tile kt has landed there
     (kt: its use of the ring, whose parity the barrier's phase follows), if
     kt < ktiles (ktiles None: always);
@@ -63,7 +63,7 @@ def ring(cfg, full_count=1):
     ptx = P.routines(cfg.linkage)
     stages, stage_bytes = cfg.stages, cfg.stage_bytes
     empty_top = 8 * stages                            # the "empty" barriers, after the "full" ones
-    consumer_warps = (cfg.threads - cfg.producer_threads) // 32
+    consumer_warps = cfg.stage_readers
     producer, cl = cfg.producer_threads > 0, cfg.cluster
 
     def init(bars):

@@ -96,7 +96,10 @@ def _cells(cfg):
     columns from col0: the m16n8 fragment's layout, in which the mma
     kernels hold their warp tile and the wgmma ones a warp's 16 rows (two
     instructions side by side: an array each, the second's columns after
-    the first's)."""
+    the first's; pingpong: 16 rows of each 64-row half, an array each)."""
+    if cfg.op == "wgmma" and cfg.pingpong:      # both 64-row halves, an array each
+        return [(f"acc[{h}][{e}]", 64 * h + 8 * ((e >> 1) & 1), 8 * (e // 4) + (e & 1))
+                for h in range(2) for e in range(cfg.bn // 2)]
     if cfg.op == "wgmma":
         parts = WGMMA_PARTS[cfg.bn]
         pick = (lambda i, e: f"acc[{i}][{e}]") if len(parts) > 1 else (lambda i, e: f"acc[{e}]")
@@ -137,9 +140,11 @@ def _apply(cfg):
                      {"u32": u32, **activations(cfg.linkage)})
 
 
-#: A consumer warp's staged factors in its C buffer, in floats: its 16 rows' scale_a, then the
-#: tile's bn columns' scale_b, then their bias.
-_ROWS = 16
+def _rows(cfg):
+    """The rows whose scale_a a consumer warp stages, first in its C buffer (the
+    tile's bn columns' scale_b, then their bias, after them): its 16, in each
+    half of the tile with pingpong."""
+    return 32 if cfg.pingpong else 16
 
 
 def staged(cfg):
@@ -153,7 +158,7 @@ def staged(cfg):
     if not (cfg.epilogue and cfg.op == "wgmma" and cfg.stage_c and not cfg.swap and cfg.split_k == 1):
         return False
     return bool(cfg.scale_a == "row" or cfg.scale_b == "col" or cfg.bias) and \
-        4 * (_ROWS + 2 * cfg.bn) <= c_buffer(cfg)[1]
+        4 * (_rows(cfg) + 2 * cfg.bn) <= c_buffer(cfg)[1]
 
 
 def prefetch(cfg):
@@ -168,9 +173,11 @@ def prefetch(cfg):
     lines = ["lane = tid & 31", c_buffer_line(cfg), "cuda.syncwarp()"]    # the last tile's reads are done
     if cfg.c_tma:                                                          # and its TMA stores' too
         lines += ["if lane == 0:", "    wait_read_0()", "cuda.syncwarp()"]
+    rows = _rows(cfg)
+    row = "wr0 + lane + (lane >> 4) * 48" if cfg.pingpong else "wr0 + lane"     # pingpong: 16 - 31 the second half's
     if cfg.scale_a == "row":
-        lines += [f"if lane < {_ROWS}:", "    cp4(buf + u32(4 * lane), at(CE[1], min(m0 + wr0 + lane, M - 1)))"]
-    for arg, first, on in ((2, _ROWS, cfg.scale_b == "col"), (3, _ROWS + cfg.bn, cfg.bias)):
+        lines += [f"if lane < {rows}:", f"    cp4(buf + u32(4 * lane), at(CE[1], min(m0 + {row}, M - 1)))"]
+    for arg, first, on in ((2, rows, cfg.scale_b == "col"), (3, rows + cfg.bn, cfg.bias)):
         if on:
             lines += [f"for j in range(lane, {cfg.bn}, 32):",
                       f"    cp4(buf + u32(4 * ({first} + j)), at(CE[{arg}], min(n0 + j, N - 1)))"]
@@ -196,10 +203,10 @@ def _apply_staged(cfg):
         key = (kind, d - (d & 1) if kind != "a" else d)
         if key not in loaded:
             name = loaded[key] = f"{kind}{key[1]}"
-            if kind == "a":
-                lines.append(f"{name} = ld1(rb + u32({4 * d}))")
+            if kind == "a":         # pingpong: the second half's rows (64 on) staged after the first's 16
+                lines.append(f"{name} = ld1(rb + u32({4 * (d - 48 if d >= 64 else d)}))")
             else:
-                first = _ROWS + (cfg.bn if kind == "c" else 0)
+                first = _rows(cfg) + (cfg.bn if kind == "c" else 0)
                 lines.append(f"{name} = ld2(cb + u32({4 * (first + key[1])}))")
         return loaded[key] if kind == "a" else f"{loaded[key]}[{d & 1}]"
 
@@ -241,6 +248,8 @@ def _to_f32(cfg):
             return f
         return inlined(convert)
     parts = WGMMA_PARTS[cfg.bn] if cfg.op == "wgmma" else ()
+    if cfg.op == "wgmma" and cfg.pingpong:
+        parts = (cfg.bn, cfg.bn)
     if len(parts) < 2:
         return one(len(_cells(cfg)))
     first, second = (one(n // 2) for n in parts)

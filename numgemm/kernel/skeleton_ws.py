@@ -32,13 +32,20 @@ times split_k, and a block sums its run of k-tiles into its workspace slice;
 a run may be empty, and then nothing waits on the ring or releases it, and
 the consumers store zeros. With stream_k the tiles past the last whole wave
 are shared out by runs of k-tiles instead (_stream_k), in the same k loop.
+
+With pingpong each consumer warpgroup computes whole tiles (both halves),
+the two taking the block's tiles in turn: the ring's uses of a tile are all
+one warpgroup's (the other skips them), and a named barrier a warpgroup
+lets the other's k loop start once its own has issued its last k-tile, so
+that each waits on a stage's barrier only in the phase after the last one
+observed, and one's epilogue runs while the other's wgmmas run.
 """
 
 import numpy as np
 from numba import cuda
 
 from .. import primitives as P
-from ..tiles import SWIZZLE_BYTES
+from ..tiles import SWIZZLE_BYTES, WGMMA_PARTS
 from .regs import device, divmod32, i32, u8, u32
 from .skeleton import _k_part, _next_stage, _tile_of
 from .warp_wgmma import partials, wait_0, wait_1
@@ -63,6 +70,7 @@ def kernel_function(cfg, warp_rt, copy_rt):
     cluster_tile = _cluster_tile(cfg)
     produce, consume = _produce(cfg, copy_rt, cluster_tile, run_of), _consume(cfg, warp_rt, copy_rt)
     a_rows_of = cfg.shared_view.pitch_a * 64                  # a consumer warpgroup's 64 rows of A
+    pingpong, stages, stage_bytes = cfg.pingpong, cfg.stages, cfg.stage_bytes
 
     def gemm_kernel(A, B, C, M, N, K, KB, NB, c_aligned, tmaps):
         """Arguments as skeleton.gemm_kernel's; stream_k: C is (the workspace,
@@ -103,32 +111,51 @@ def kernel_function(cfg, warp_rt, copy_rt):
         else:
             grow()
             cw = warp - producer_warps                  # the consumer's warp: rows 16 cw .. of the tile
-            # its warpgroup's 64 rows of A; lane 0's value, so that ptxas knows it
-            # is the warp's and keeps the descriptors in uniform registers
-            a_rows = u32(cuda.shfl_sync(0xFFFFFFFF, i32((cw >> 2) * a_rows_of), 0))
+            wg = cw >> 2
+            # its warpgroup's 64 rows of A (pingpong: all 128 from the tile's first); lane 0's
+            # value, so that ptxas knows it is the warp's and keeps the descriptors in uniform registers
+            a_rows = u32(cuda.shfl_sync(0xFFFFFFFF, i32(0 if pingpong else wg * a_rows_of), 0))
+            wr = 16 * (cw & 3) if pingpong else 16 * cw     # its first row of the tile (pingpong: of each half)
             Cout = C[1] if stream else C            # stream_k: C is (the workspace, C, its flags)
             # stagger: the first warpgroup's go after its first k-tiles, the second's wait for it
-            go_at = min(stagger, ktiles) - 1 if stagger and cw < 4 else -1
+            go_at, go_bar = (min(stagger, ktiles) - 1 if stagger and cw < 4 else -1), 1
+            stride = step
+            if pingpong:    # every other tile of the block's, the other warpgroup's uses of the ring skipped
+                stride = 2 * step
+                if wg == 1:
+                    tile += step
+                    g = u32(ktiles)
+                    off = u32(divmod32(g, u32(stages))[1] * u32(stage_bytes))
+                go_bar = 3 - wg
             while tile < whole:
                 tm, tn = cluster_tile(tile, pairs_m, tiles_n)
                 m0, n0 = i32(tm * bm), i32(tn * bn)
                 acc = init()
                 if prefetch is not None:
-                    prefetch(Cout, m0, n0, cw * 16, M, N, tid)
+                    prefetch(Cout, m0, n0, wr, M, N, tid)
                 if stagger and cw >= 4 and g == 0:
                     ptx.bar_sync(u32(1), u32(256))
+                if pingpong:        # k loops in turn: this one's after the other's has issued its last wgmmas
+                    if tile != cuda.blockIdx.x:
+                        ptx.bar_sync(u32(2 + wg), u32(256))
+                    go_at = ktiles - 1 if tile + step < whole else -1
                 g, off = consume(acc, ctx, sbase, A, B, za, zb, m0, n0, tid, lane, dims, a_rows, g, off, 0, ktiles,
-                                 go_at)
-                go_at = -1
-                store(acc, Cout, zc, m0, n0, cw * 16, 0, M, N, tid, c_aligned)
-                tile += step
+                                 go_at, go_bar)
+                if pingpong:
+                    g = u32(g + ktiles)
+                    off = u32(divmod32(g, u32(stages))[1] * u32(stage_bytes))
+                else:
+                    go_at = -1
+                store(acc, Cout, zc, m0, n0, wr, 0, M, N, tid, c_aligned)
+                tile += stride
             it = it0
             while stream and it < it1:         # stream-K: the runs, each a part of a tile
                 tile, kb, ke = run_of(it, it1, whole, ktiles)
                 tm, tn = cluster_tile(tile, pairs_m, tiles_n)
                 m0, n0 = i32(tm * bm), i32(tn * bn)
                 part = init()
-                g, off = consume(part, ctx, sbase, A, B, za, zb, m0, n0, tid, lane, dims, a_rows, g, off, kb, ke, -1)
+                g, off = consume(part, ctx, sbase, A, B, za, zb, m0, n0, tid, lane, dims, a_rows, g, off, kb, ke, -1,
+                                 1)
                 slot = zc * cuda.gridDim.x + cuda.blockIdx.x
                 if kb > 0:          # not the tile's first k-tiles: a partial sum for the CTA that has them
                     publish(part, C, slot, tid - 32 * producer_warps, cw, lane)
@@ -194,17 +221,18 @@ def _produce(cfg, copy_rt, cluster_tile, run_of):
 
 def _consume(cfg, warp_rt, copy_rt):
     """consume(acc, ctx, sbase, A, B, z, zb, m0, n0, tid, lane, dims, a_rows,
-    g, off, kb, ke, go_at) -> (g, off): a consumer warp's sums over k-tiles
-    kb .. ke - 1 of the tile at (m0, n0) into acc (zeroed), each stage
-    released once the wgmmas after it have been issued; having issued
-    k-tile go_at, it lets the second warpgroup start (stagger)."""
+    g, off, kb, ke, go_at, go_bar) -> (g, off): a consumer warp's sums over
+    k-tiles kb .. ke - 1 of the tile at (m0, n0) into acc (zeroed), each
+    stage released once the wgmmas after it have been issued; having issued
+    k-tile go_at, it arrives on named barrier go_bar, where the other
+    warpgroup waits to start (stagger, pingpong)."""
     compute, setup, wait, release = warp_rt.compute, copy_rt.setup, copy_rt.wait, copy_rt.release
     ptx = P.routines("inline")
     sv = cfg.shared_view                    # the stages as the consumers read them
     next_stage, tile_a = _next_stage(sv), sv.tile_bytes_a
     split, stream = cfg.split_k, cfg.stream_k
 
-    def consume(acc, ctx, sbase, A, B, z, zb, m0, n0, tid, lane, dims, a_rows, g, off, kb, ke, go_at):
+    def consume(acc, ctx, sbase, A, B, z, zb, m0, n0, tid, lane, dims, a_rows, g, off, kb, ke, go_at, go_bar):
         cs = setup(ctx, sbase, A, B, z, zb, m0, n0, tid, 0, dims)
         last = off
         # 32-bit counters, each sum cast back: Numba widens integer arithmetic (and
@@ -214,7 +242,7 @@ def _consume(cfg, warp_rt, copy_rt):
             wait(cs, g, off, None)
             compute(acc, sbase + off + a_rows, sbase + off + u32(tile_a))
             if kt == go:
-                ptx.bar_arrive(u32(1), u32(256))
+                ptx.bar_arrive(u32(go_bar), u32(256))
             wait_1()
             if kt > first and lane == 0:
                 release(cs, last)           # k-tile kt - 1's wgmmas are done with it
@@ -301,8 +329,8 @@ def _stream_k(cfg):
 
 def rules(cfg):
     """What the warp-specialised skeleton's own features need: persistence,
-    clusters and multicast, stream-K, the consumers' stagger, C staged
-    through shared memory (and stored by TMA)."""
+    clusters and multicast, stream-K, the consumers' stagger or ping-pong, C
+    staged through shared memory (and stored by TMA)."""
     err = []
     if (cfg.persistent or cfg.cluster != 1) and cfg.op != "wgmma":
         err.append("persistent and cluster apply to the warp-specialised (wgmma) kernels")
@@ -323,6 +351,12 @@ def rules(cfg):
         err.append(f"stagger={cfg.stagger}: a lag of the second consumer warpgroup behind the first (op=wgmma, "
                    "warps_m=8), of fewer k-tiles than the ring's stages, in tiles computed whole (no split-K "
                    "or stream-K)")
+    if cfg.pingpong and (cfg.op != "wgmma" or cfg.warps_m != 8 or cfg.copy != "tma" or cfg.a_regs or cfg.swap
+                         or cfg.bn > 128 or len(WGMMA_PARTS.get(cfg.bn, ())) != 1 or cfg.split_k > 1
+                         or cfg.stream_k or cfg.stagger):
+        err.append("pingpong: two consumer warpgroups (op=wgmma, warps_m=8), each computing whole tiles of at most "
+                   f"128 columns (bn a thread's accumulators, got bn={cfg.bn}) from TMA's stages with A read there "
+                   "(no a_regs, swap, split-K, stream-K or stagger)")
     if cfg.multicast == "a" and (cfg.cluster == 1 or cfg.copy != "tma" or cfg.bm % (cfg.cluster * 8)):
         err.append(f"multicast b, or a (a cluster's CTAs sharing the A tile by TMA, each 8 or more whole "
                    f"rows of it), got {cfg.multicast!r} with cluster={cfg.cluster}, bm={cfg.bm}")

@@ -9,7 +9,9 @@ landed them, through matrix descriptors: A and an N x K B are K-major (a k
 step moves the descriptor along the row), a K x N B (fp16) is N-major (the
 instruction transposes it; boxes of 64 columns lie a box apart, a k step is
 16 rows down; a tile 32 columns wide is one box in the 64-byte swizzle).
-A k-tile's wgmmas form one commit group, fenced before. With a_regs (INT4)
+A k-tile's wgmmas form one commit group, fenced before. With pingpong a
+warpgroup computes both 64-row halves of the tile, an accumulator array
+each (acc is the pair). With a_regs (INT4)
 A comes from registers instead: each thread reads its s4 with ldmatrix and
 widens it to s8 itself, then fences and issues the wgmmas
 (_a_from_registers).
@@ -33,6 +35,7 @@ from .seams import WarpRoutine
 from .warp_mma import _store
 
 _SBO = 8 * SWIZZLE_BYTES        # the swizzle's 8-row period: one group of rows to the next
+_HALF = 64 * SWIZZLE_BYTES >> 4   # pingpong: an A descriptor's step to the tile's second 64 rows
 
 
 def routine(cfg):
@@ -43,7 +46,7 @@ def routine(cfg):
     a_regs, widen = cfg.a_regs, ptx.unpack_s4_s8x16 if cfg.scaled else ptx.unpack_s4_s8
     cfg, scaled = cfg.shared_view, cfg.scaled
     kn = cfg.b_layout == "kn"
-    n_acc = cfg.bm * cfg.bn // (cfg.threads - cfg.producer_threads)
+    n_acc = 64 * cfg.bn // 128         # a thread's of a 64-row half (its warp's 16 rows)
     parts = WGMMA_PARTS[cfg.bn]
     mmas = {f"mma{i}": getattr(ptx, cfg.wgmma_prec.wgmma_at(n) + ("_tb" if kn else "") + ("_rs" if a_regs else ""))
             for i, n in enumerate(parts)}
@@ -60,6 +63,15 @@ def routine(cfg):
     if a_regs:
         lines = _a_from_registers(cfg.ksteps, cfg.pitch_a, b_step, acc_tuple)
         lines += [f"acc[{e}] = d[{e}]" for e in range(n_acc)]
+    elif cfg.pingpong:
+        # Both 64-row halves, an accumulator array each, the A rows of the second
+        # 64 rows of 128 bytes further (the descriptor's 16-byte units); each k
+        # step's two wgmmas read the same B.
+        lines = ["fence()", "da = desc(a_tile, u32(16), u32(sbo))", "db = b_desc(b_tile, u32(b_lbo), u32(b_sbo))"]
+        lines += [f"d{h} = (" + ", ".join(f"acc[{h}][{e}]" for e in range(n_acc)) + ")" for h in range(2)]
+        lines += [f"d{h} = mma0(d{h}, da + u64({h * _HALF + kk * a_step}), db + u64({kk * b_step}), u32(1))"
+                  for kk in range(cfg.ksteps) for h in range(2)]
+        lines += [f"acc[{h}][{e}] = d{h}[{e}]" for h in range(2) for e in range(n_acc)]
     elif len(parts) == 1:
         lines = ["fence()", "da = desc(a_tile, u32(16), u32(sbo))", "db = b_desc(b_tile, u32(b_lbo), u32(b_sbo))",
                  f"d = {acc_tuple}"]
@@ -82,7 +94,10 @@ def routine(cfg):
                         {"fence": ptx.wgmma_fence, "commit": ptx.wgmma_commit, "desc": desc, "b_desc": b_desc,
                          **mmas, "u32": u32, "u64": u64, "sbo": _SBO, "b_sbo": 8 * span, "b_lbo": b_lbo, "cuda": cuda,
                          "ld4": ptx.ldmatrix_x4, "widen": widen, "wait_1": wait_1})
-    init = zeroed(n_acc, ACC[cfg.acc]) if len(parts) == 1 else _zeroed_parts(parts, ACC[cfg.acc])
+    if cfg.pingpong:                    # an array a half, each stored as a warp's 16 rows
+        init = _zeroed_parts((cfg.bn, cfg.bn), ACC[cfg.acc])
+    else:
+        init = zeroed(n_acc, ACC[cfg.acc]) if len(parts) == 1 else _zeroed_parts(parts, ACC[cfg.acc])
     store = _transposed(cfg, n_acc) if cfg.swap else _stores(cfg, scaled, parts)
     return WarpRoutine(init, None, None, compute, store)
 
@@ -132,12 +147,16 @@ def _zeroed_parts(parts, dtype):
 def _stores(cfg, scaled, parts):
     """The epilogue: the mma one (stage_c: _staged, around it); for
     instructions side by side, that of each part (its array of accumulators,
-    its columns). Across all 320 columns the mma epilogue's loop is more than
+    its columns); with pingpong, that of each half (its rows). Across all 320 columns the mma epilogue's loop is more than
     LLVM unrolls (so is one that starts at an offset into the array), and
     accumulators indexed in a rolled loop live in local memory."""
     def one(c):
         plain = _store(c, scaled)
         return _staged(cfg, c.bn, plain) if cfg.stage_c else plain
+    if cfg.pingpong:                    # each 64-row half as the warp's 16 rows of its own tile
+        return generated("store", "acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned",
+                         [f"s(acc[{h}], C, z, m0, n0, wr0 + {64 * h}, wc0, M, N, tid, c_aligned)" for h in range(2)],
+                         {"s": one(cfg)})
     if len(parts) == 1:
         return one(cfg)
     # A part as a tile of its own: the fields of a config that _store reads.
@@ -203,11 +222,11 @@ def c_buffer(cfg):
 
 
 def c_buffer_line(cfg):
-    """buf = the .shared address of the buffer of the consumer warp storing
-    rows wr0 ..: the stages' base is dynamic shared memory raised to 1024."""
+    """buf = the .shared address of the consumer warp's buffer (of thread
+    tid): the stages' base is dynamic shared memory raised to 1024."""
     top, per_warp = c_buffer(cfg)
     return (f"buf = ((shared_addr(cuda.shared.array(0, u8), 0) + u32(1023)) & u32(0xFFFFFC00)) + u32({top}) "
-            f"+ u32(wr0 >> 4) * u32({per_warp})")
+            f"+ u32((tid >> 5) - {cfg.producer_threads // 32}) * u32({per_warp})")
 
 
 def _buffer_head(cfg):

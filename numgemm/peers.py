@@ -2,10 +2,10 @@
 and bf16 through PyTorch (fp16 also through CuPy), C in the operands' dtype
 and (torch.mm's out_dtype, where there is one) as float32, the C numgemm's
 16-bit float kernels store by default;
-cuBLASLt int8 through torch._int_mm with B column-major (its fast layout),
-and Triton's int8 (numgemm.peers_triton); cuBLASLt FP8 through
-torch._scaled_mm (B column-major, per-tensor scales of 1, C in bfloat16
-and in float32). All are optional; a missing one is skipped. With an
+cuBLASLt int8 through torch._int_mm with B column-major (its fast layout);
+cuBLASLt FP8 through torch._scaled_mm (B column-major, per-tensor scales
+of 1, C in bfloat16 and in float32); Triton's int8, bf16 and FP8 GEMMs
+(numgemm.peers_triton) on the same operands. All are optional; a missing one is skipped. With an
 epilogue (the bench's --epilogue), each applies it after its GEMM in torch,
 unfused, as a model without a fused kernel would (FP8: torch._scaled_mm
 takes the scales itself; the bias and activation follow)."""
@@ -77,7 +77,8 @@ def peer_runs(precision, M, N, K, batch, rng, sets=1, b_layout=None, out_dtype="
                 x, w = ops.pick(i)
                 out["c"] = torch.matmul(x, w.transpose(-1, -2))
             return [(f"cublas_{precision} B N x K (torch, as F.linear)", run_linear,
-                     lambda: _ok(out["c"].float().cpu().numpy(), *ops.last_host, precision))]
+                     lambda: _ok(out["c"].float().cpu().numpy(), *ops.last_host, precision))] + \
+                _triton_runs(torch, ops, batch, M, N, ops.dev[0][0].dtype, precision, weight=True)
         if torch is not None:
             ops = _Sets(host, [(tensor(a), tensor(b)) for a, b in host])
             out = {}
@@ -92,7 +93,7 @@ def peer_runs(precision, M, N, K, batch, rng, sets=1, b_layout=None, out_dtype="
                     out["c"] = torch.mm(ta[0], tb[0], out_dtype=torch.float32)
                 peers.append((f"cublas_{precision} f32 C (torch.mm out_dtype)", run_f32,
                               lambda: _ok(out["c"].cpu().numpy()[None], *ops.last_host, precision)))
-            return peers
+            return peers + _triton_runs(torch, ops, batch, M, N, ops.dev[0][0].dtype, precision)
         cupy = _cupy() if not library.encoding else None        # (CuPy has no bfloat16)
         if cupy is not None:
             ops = _Sets(host, [(cupy.asarray(a), cupy.asarray(b)) for a, b in host])
@@ -113,18 +114,28 @@ def peer_runs(precision, M, N, K, batch, rng, sets=1, b_layout=None, out_dtype="
     def run(i):
         ta, tb = ops.pick(i)
         out["c"] = [torch._int_mm(ta[z], tb[z]) for z in range(batch)]
-    peers = [("cublaslt_int8 (torch._int_mm)", run,
-              lambda: _ok(torch.stack(out["c"]).cpu().numpy(), *ops.last_host, library.name))]
-    triton = _triton()
-    if triton is not None:
-        tc = torch.empty((batch, M, N), dtype=torch.int32, device="cuda")
+    return [("cublaslt_int8 (torch._int_mm)", run,
+             lambda: _ok(torch.stack(out["c"]).cpu().numpy(), *ops.last_host, library.name))] + \
+        _triton_runs(torch, ops, batch, M, N, torch.int32, library.name)
 
-        def run_triton(i):
-            ta, tb = ops.pick(i)
-            for z in range(batch):
-                triton.int8_mm(ta[z], tb[z], tc[z])
-        peers.append((triton.NAME, run_triton, lambda: _ok(tc.cpu().numpy(), *ops.last_host, library.name)))
-    return peers
+
+def _triton_runs(torch, ops, batch, M, N, c_dtype, precision, weight=False):
+    """[(name, run, check)] of Triton's GEMM on a library's operand sets (B as
+    K x N, or weight: as an N x K weight, transposed by its strides), C in
+    c_dtype; [] without Triton or a tiling for the operands' dtype."""
+    triton = _triton()
+    dtype = str(ops.dev[0][0].dtype).removeprefix("torch.")
+    if triton is None or dtype not in triton.TILINGS:
+        return []
+    tc = torch.empty((batch, M, N), dtype=c_dtype, device="cuda")
+
+    def run(i):
+        ta, tb = ops.pick(i)
+        for z in range(batch):
+            triton.mm(ta[z], tb[z].t() if weight else tb[z], tc[z])
+    exact = not c_dtype.is_floating_point
+    return [(triton.name(dtype), run,
+             lambda: _ok((tc if exact else tc.float()).cpu().numpy(), *ops.last_host, precision))]
 
 
 def _tensor(torch, prec, x):
@@ -159,7 +170,7 @@ def _scaled_mm_runs(torch, precision, M, N, K, batch, rng, sets, out_dtype):
             out["c"] = [torch._scaled_mm(ta[z], tb[z], scale_a=one, scale_b=one, out_dtype=dtype) for z in range(batch)]
         peers.append((f"cublaslt_{precision} {name} C (torch._scaled_mm)", run,
                       lambda: _ok(torch.stack(out["c"]).float().cpu().numpy(), *ops.last_host, precision)))
-    return peers
+    return peers + _triton_runs(torch, ops, batch, M, N, torch.bfloat16, precision)
 
 
 class _Sets:

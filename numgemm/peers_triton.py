@@ -1,21 +1,30 @@
-"""Triton's int8 GEMM, a bench peer where Triton is installed (imported only then).
+"""Triton's GEMM, a bench peer where Triton is installed (imported only then).
 
-One tl.dot kernel with a fixed tiling: 128 x 128 x 128 blocks, 3 stages, 4
-warps, tile rows grouped by 8 for L2, the best a config sweep found on an
-H200 (docs/findings.md); Triton lowers its tl.dot to wgmma on Hopper.
+One tl.dot kernel, Triton's own tutorial form, for INT8 (s32 C), BF16 and
+FP8 (float32 sums, C in the C tensor's dtype); Triton lowers tl.dot to
+wgmma on Hopper. Each precision runs with one fixed tiling (TILINGS): INT8's
+is the best a config sweep found on an H200 (docs/findings.md); BF16's and
+FP8's are the tutorial's Hopper tilings for 16-bit and 8-bit operands.
 """
 
 import triton
 import triton.language as tl
 
-#: The tiling the peer runs with (its name in the bench says it).
-BLOCK_M, BLOCK_N, BLOCK_K, STAGES, WARPS, GROUP = 128, 128, 128, 3, 4, 8
-NAME = f"triton_int8 ({BLOCK_M}x{BLOCK_N}x{BLOCK_K}, {STAGES} stages, {WARPS} warps)"
+#: (BLOCK_M, BLOCK_N, BLOCK_K, stages, warps) by operand dtype; tile rows grouped by GROUP for L2.
+TILINGS = {"int8": (128, 128, 128, 3, 4), "bfloat16": (128, 256, 64, 3, 8), "float8_e4m3fn": (128, 256, 128, 3, 8),
+           "float8_e5m2": (128, 256, 128, 3, 8)}
+GROUP = 8
+
+
+def name(dtype):
+    """The peer's name in the bench: the operand dtype and its tiling."""
+    bm, bn, bk, stages, warps = TILINGS[dtype]
+    return f"triton_{dtype} ({bm}x{bn}x{bk}, {stages} stages, {warps} warps)"
 
 
 @triton.jit
-def _int8_mm(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
-             BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr):
+def _mm(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
+        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, EXACT: tl.constexpr):
     pid = tl.program_id(0)
     tiles_m, tiles_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
     width = GROUP_M * tiles_n
@@ -25,7 +34,7 @@ def _int8_mm(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
     rm, rn, rk = pm * BM + tl.arange(0, BM), pn * BN + tl.arange(0, BN), tl.arange(0, BK)
     pa = a + rm[:, None] * sam + rk[None, :] * sak
     pb = b + rk[:, None] * sbk + rn[None, :] * sbn
-    acc = tl.zeros((BM, BN), dtype=tl.int32)
+    acc = tl.zeros((BM, BN), dtype=tl.int32 if EXACT else tl.float32)
     for k in range(0, tl.cdiv(K, BK)):
         left = K - k * BK
         x = tl.load(pa, mask=(rm[:, None] < M) & (rk[None, :] < left), other=0)
@@ -33,14 +42,18 @@ def _int8_mm(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
         acc += tl.dot(x, y)
         pa += BK * sak
         pb += BK * sbk
-    tl.store(c + rm[:, None] * scm + rn[None, :] * scn, acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+    tl.store(c + rm[:, None] * scm + rn[None, :] * scn, acc.to(c.dtype.element_ty),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
-def int8_mm(a, b, c):
-    """c (int32, M x N) = a (int8, M x K) @ b (int8, K x N, any strides), torch tensors on the GPU."""
+def mm(a, b, c):
+    """c (M x N) = a (M x K) @ b (K x N, any strides), torch tensors on the GPU
+    of one dtype in TILINGS; int8's C int32, the others' any float dtype."""
     M, K = a.shape
     N = b.shape[1]
-    grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)
-    _int8_mm[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-                   BM=BLOCK_M, BN=BLOCK_N, BK=BLOCK_K, GROUP_M=GROUP, num_warps=WARPS, num_stages=STAGES)
+    bm, bn, bk, stages, warps = TILINGS[str(a.dtype).removeprefix("torch.")]
+    grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
+    _mm[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+              BM=bm, BN=bn, BK=bk, GROUP_M=GROUP, EXACT=not a.dtype.is_floating_point, num_warps=warps,
+              num_stages=stages)
     return c

@@ -22,6 +22,26 @@ def test_peers_rotate_over_operand_sets(precision, M, rng):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("precision,b_layout", [("int8", None), ("bf16", None), ("bf16", "nk"), ("e4m3", None),
+                                               ("e5m2", None)])
+def test_triton_peers_beside_the_libraries(precision, b_layout, rng):
+    """Triton's GEMM for INT8, BF16 (B as K x N, or an N x K weight) and FP8
+    runs beside the library on the same operand sets, at a shape that is no
+    multiple of its tile, each result checked."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    if precision[0] == "e" and torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip("FP8 tl.dot needs sm_89")
+    runs = [r for r in peer_runs(precision, 80, 200, 320, 2, rng, sets=2, b_layout=b_layout)
+            if r[0].startswith("triton")]
+    assert len(runs) == 1
+    for i in (0, 1, 3):
+        runs[0][1](i)
+        torch.cuda.synchronize()
+        assert runs[0][2](), (runs[0][0], i)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("out_dtype,first", [("float32", "float32"), ("bfloat16", "bfloat16")])
 def test_fp8s_peer_is_scaled_mm_with_c_as_asked_first(out_dtype, first, rng):
     """FP8 beside cuBLASLt's FP8 GEMM (torch._scaled_mm), C in bfloat16 and
@@ -30,7 +50,8 @@ def test_fp8s_peer_is_scaled_mm_with_c_as_asked_first(out_dtype, first, rng):
     torch = pytest.importorskip("torch")
     if torch.cuda.get_device_capability() < (8, 9):
         pytest.skip("torch._scaled_mm needs sm_89")
-    runs = peer_runs("e4m3", 64, 96, 192, 2, rng, sets=2, out_dtype=out_dtype)
+    runs = [r for r in peer_runs("e4m3", 64, 96, 192, 2, rng, sets=2, out_dtype=out_dtype)
+            if not r[0].startswith("triton")]
     assert [name.split()[1] for name, _, _ in runs] == [first, {"float32": "bfloat16"}.get(first, "float32")]
     for name, run, check in runs:
         for i in (0, 1):

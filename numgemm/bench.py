@@ -267,7 +267,8 @@ def parse(argv):
     ap.add_argument("--cold-l2", action="store_true", help="flush L2 before each timed launch")
     ap.add_argument("--profile-launches", metavar="FILE", help=argparse.SUPPRESS)   # the run under ncu
     ap.add_argument("--claims", action="store_true",
-                    help="re-test the study's eight claims on this GPU (times, counters, sm_89 SASS)")
+                    help="re-test the study's eight claims, and its question asked of FP8, on this GPU "
+                         "(times, counters, sm_89 SASS)")
     ap.add_argument("--plot", metavar="DIR", help="also draw a roofline and one bar chart per family (matplotlib)")
     ap.add_argument("--tune", action="store_true",
                     help="search each precision's kernels, tilings and split-K factors over shape classes "
@@ -328,7 +329,13 @@ def _claims(args):
     picked = ["--preset", "paper", "--kernels", *claims.KERNELS, "--jobs", str(args.jobs)]
     _, _, rows = run(parse([*picked, "--sizes", *map(str, sizes), "--no-peers", "--batch", str(args.batch)]))
     times = {(r.kernel, r.n): r.ms for r in rows if r.status == "ok" and not math.isnan(r.ms)}
-    counted, note = profile.profile_rows(args, [*picked, "--sizes", str(sizes[-1])])
+    # Claim 9: gemm()'s FP8 and INT8 kernels and their peers (cuBLASLt's FP8 GEMM listed first)
+    _, _, rows = run(parse(["--precision", "e4m3", "int8", "--kernels", "default", "--sizes", *map(str, sizes),
+                            "--jobs", str(args.jobs), "--batch", str(args.batch)]))
+    for r in rows:
+        who = "library" if r.preset == "library" else "numgemm"
+        if r.status == "ok" and not math.isnan(r.ms):
+            times.setdefault(((r.precision, who), r.n), r.ms)
     counters = {r["kernel"]: r for r in counted or []}
     facts = claims.sass_facts()
     verdicts = claims.evaluate(times, counters, facts, {"name": name, "cc": dev.compute_capability})
@@ -339,7 +346,8 @@ def _claims(args):
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"device": name, "cc": list(dev.compute_capability), "date": time.strftime("%Y-%m-%d"),
-                       "times": [[k, n, ms] for (k, n), ms in times.items()], "counters": counters,
+                       "times": [[list(k) if isinstance(k, tuple) else k, n, ms] for (k, n), ms in times.items()],
+                       "counters": counters,
                        "sass": facts, "claims": [c.__dict__ for c in verdicts]}, fh, indent=1)
     return 0
 

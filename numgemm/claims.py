@@ -1,4 +1,5 @@
-"""The study's eight claims, re-tested on the GPU present (bench.py --claims).
+"""The study's eight claims, re-tested on the GPU present (bench.py --claims),
+and a ninth: the study's question asked of FP8, which WMMA does not have.
 
 bench.py --claims measures, this module judges. Each claim is checked
 against what that run measures: the study's kernels
@@ -19,6 +20,9 @@ KERNELS = ("fp16_wmma", "fp16_ptx_mma", "int8_wmma", "int8_ptx_mma_k32", "int4_w
 ABLATIONS = ("int4_ptx_mma_k64_ldA1", "int4_ptx_mma_k64_ldA2", "int4_ptx_mma_k64_ldB1", "int4_ptx_mma_k64_cg",
              "int4_ptx_mma_k64_kn")
 HOLDS, FAILS, UNTESTABLE = "holds", "does not hold", "cannot be tested here"
+#: Claim 9's times: (precision, who) at each N, who being gemm()'s choice ("numgemm") or the
+#: precision's first library peer ("library"): cuBLASLt's FP8 GEMM, torch._scaled_mm.
+FP8, FP8_LIBRARY, INT8 = ("e4m3", "numgemm"), ("e4m3", "library"), ("int8", "numgemm")
 
 
 @dataclass
@@ -47,6 +51,9 @@ def _claims():
               "no loader/cache variant beats the base; kn B far slower"),
         Claim(8, "At large N look at the memory system first, tensor-core utilisation second",
               "memory-system limits dominate at N=8192"),
+        Claim(9, "FP8, where WMMA has none: hand-written PTX at least matches the vendor's FP8 GEMM "
+                 "(cuBLASLt) and runs at INT8's speed (the same tensor-core rate)",
+              "not in the study: the L4 has FP8 mma.sync (sm_89), WMMA has no FP8 type"),
     ]
 
 
@@ -191,21 +198,40 @@ def _claim_8(c, counters, big, **_):
     c.verdict = UNTESTABLE if not rows else HOLDS if memory_first == len(rows) else FAILS
 
 
+def _claim_9(c, times, sizes, big, sass, **_):
+    lib = [_ratio(times, FP8_LIBRARY, FP8, n) for n in sizes]
+    int8 = [_ratio(times, INT8, FP8, n) for n in sizes]
+    c.measured = (f"gemm()'s e4m3 kernel over cuBLASLt FP8 (torch._scaled_mm, float32 C), by N: "
+                  f"{_per_size(sizes, lib)}; its speed over INT8's: {_per_size(sizes, int8)}")
+    if sass.get("e4m3_ptx_mma"):
+        c.measured += f"; sm_89 SASS: {sass['e4m3_ptx_mma']}"
+    at_big = lib[-1] if lib else None, int8[-1] if int8 else None
+    if None in at_big:
+        c.verdict, c.note = UNTESTABLE, "FP8 and its library not timed in this run (sm_89 and torch needed)"
+        return
+    c.verdict = HOLDS if at_big[0] >= 1.0 and at_big[1] >= 0.9 else FAILS
+    c.note = f"judged at N={big}: at least the library's speed, and within 10 % of INT8's"
+
+
 #: Each claim's judge: it reads what it needs of the run's facts and fills in measured, verdict and note.
-_JUDGES = {1: _claim_1, 2: _claim_2, 3: _claim_3, 4: _claim_4, 5: _claim_5, 6: _claim_6, 7: _claim_7, 8: _claim_8}
+_JUDGES = {1: _claim_1, 2: _claim_2, 3: _claim_3, 4: _claim_4, 5: _claim_5, 6: _claim_6, 7: _claim_7, 8: _claim_8,
+           9: _claim_9}
 
 
 def sass_facts(target="sm_89"):
     """Offline facts for the claims (no GPU): whether the study's INT4 WMMA
-    compiles to a native s4 IMMA on target, and the PTX kernel's s4 mma."""
+    compiles to a native s4 IMMA on target, the PTX kernel's s4 mma, and
+    FP8's mma.sync there."""
     from . import registry
     from .kernel import build_config
 
     wmma = build_config(registry.get("int4_wmma", "paper"), target)
     ptx = build_config(registry.get("int4_ptx_mma_k64", "paper"), target)
+    fp8 = build_config(registry.get("e4m3_ptx_mma"), target)
     s4 = sorted({op for op in ptx.instructions if op.startswith("IMMA") and "S4" in op})
     return {"target": target, "int4_wmma_native_s4": wmma.count("IMMA.8832.S4.S4") > 0 and wmma.calls == 0,
-            "int4_ptx_mma": ", ".join(s4) or None}
+            "int4_ptx_mma": ", ".join(s4) or None,
+            "e4m3_ptx_mma": ", ".join(sorted({op for op in fp8.instructions if op.startswith(("QMMA", "HMMA"))}))}
 
 
 def table(claims):
@@ -218,7 +244,7 @@ def table(claims):
 
 def from_stored(data):
     """[Claim] of a stored --claims JSON: the verdicts re-derived from what it measured."""
-    times = {(k, n): ms for k, n, ms in data["times"]}
+    times = {(tuple(k) if isinstance(k, list) else k, n): ms for k, n, ms in data["times"]}
     return evaluate(times, data["counters"], data["sass"], {"name": data["device"], "cc": tuple(data["cc"])})
 
 

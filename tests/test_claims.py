@@ -20,7 +20,8 @@ def _times(given=None):
 
 def test_stored_run_gives_a_verdict_for_every_claim():
     out = claims.from_stored(json.loads(STORED.read_text()))
-    assert [c.number for c in out] == list(range(1, 9))
+    assert [c.number for c in out] == list(range(1, 10))
+    assert out[8].verdict == claims.UNTESTABLE      # that run timed no FP8
     assert all(c.verdict in (claims.HOLDS, claims.FAILS, claims.UNTESTABLE) for c in out)
     by = {c.number: c for c in out}
     assert by[2].verdict == claims.HOLDS            # INT8 PTX faster at every size, fewer instructions
@@ -54,11 +55,22 @@ def test_int4_claim_on_sm89_turns_on_the_sass():
     assert c.verdict == claims.FAILS and "native" in c.note
 
 
+def test_fp8_claim_asks_the_library_and_int8():
+    fp8 = {(claims.FP8, n): 1.0 for n in (512, 8192)} | {(claims.INT8, n): 1.0 for n in (512, 8192)}
+    c = claims.evaluate(_times({**fp8, (claims.FP8_LIBRARY, 512): 0.8, (claims.FP8_LIBRARY, 8192): 1.2}),
+                        {}, {}, H200)[8]
+    assert c.verdict == claims.HOLDS and "512: 0.80x, 8192: 1.20x" in c.measured
+    slow = _times({**fp8, (claims.FP8_LIBRARY, 8192): 1.2, (claims.INT8, 8192): 0.8})
+    assert claims.evaluate(slow, {}, {}, H200)[8].verdict == claims.FAILS      # FP8 at 0.8x INT8's speed
+    assert claims.evaluate(_times(fp8), {}, {}, H200)[8].verdict == claims.UNTESTABLE    # no library timed
+
+
 @pytest.mark.builds
 def test_sass_facts_for_the_studys_gpu():
     facts = claims.sass_facts("sm_89")
     assert facts["int4_wmma_native_s4"] is True
     assert facts["int4_ptx_mma"] == "IMMA.16864.S4.S4"
+    assert "QMMA.16832.F32.E4M3.E4M3" in facts["e4m3_ptx_mma"] and "HMMA" not in facts["e4m3_ptx_mma"]
 
 
 def test_table_prints_every_claim():

@@ -149,8 +149,8 @@ def _tensor(torch, prec, x):
 def _scaled_mm_runs(torch, precision, M, N, K, batch, rng, sets, out_dtype):
     """cuBLASLt's FP8 GEMM (torch._scaled_mm): A row-major, B column-major (an
     N x K weight transposed, as it requires), per-tensor scales of 1, C in
-    bfloat16 and float32 (out_dtype's first). [] where it refuses the shape
-    (its dimensions must be multiples of 16)."""
+    bfloat16 and float32 (out_dtype's first); none where it refuses the shape
+    (its dimensions must be multiples of 16). Then Triton's, where installed."""
     prec = PRECISIONS[precision]
     host = [values(precision, batch, M, N, K, rng) for _ in range(sets)]
     tensor = functools.partial(_tensor, torch, prec)
@@ -160,7 +160,7 @@ def _scaled_mm_runs(torch, precision, M, N, K, batch, rng, sets, out_dtype):
     try:
         torch._scaled_mm(ops.dev[0][0][0], ops.dev[0][1][0], scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
     except RuntimeError:
-        return []
+        return _triton_runs(torch, ops, batch, M, N, torch.bfloat16, precision)
     out, peers = {}, []
     for name in ("float32", "bfloat16") if out_dtype == "float32" else ("bfloat16", "float32"):
         dtype = getattr(torch, name)

@@ -35,10 +35,11 @@ def _mm(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
     pa = a + rm[:, None] * sam + rk[None, :] * sak
     pb = b + rk[:, None] * sbk + rn[None, :] * sbn
     acc = tl.zeros((BM, BN), dtype=tl.int32 if EXACT else tl.float32)
+    zero = 0 if EXACT else 0.0          # (an int cannot be cast to FP8)
     for k in range(0, tl.cdiv(K, BK)):
         left = K - k * BK
-        x = tl.load(pa, mask=(rm[:, None] < M) & (rk[None, :] < left), other=0)
-        y = tl.load(pb, mask=(rk[:, None] < left) & (rn[None, :] < N), other=0)
+        x = tl.load(pa, mask=(rm[:, None] < M) & (rk[None, :] < left), other=zero)
+        y = tl.load(pb, mask=(rk[:, None] < left) & (rn[None, :] < N), other=zero)
         acc += tl.dot(x, y)
         pa += BK * sak
         pb += BK * sbk

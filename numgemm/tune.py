@@ -84,7 +84,7 @@ def candidates(precision, cc, shape, sms, b_layout=None):
             if cfg.widens_tile:     # INT4's widening producer has no registers to spare for a split
                 continue
             tiles, ktiles = -(-M // cfg.bm) * -(-N // cfg.bn), -(-cfg.prec.kbytes(K) // cfg.bk_bytes)
-            if cfg.persistent and cfg.copy == "tma" and tiles < 2 * sms:     # every SM on the tiles' k-tiles
+            if cfg.persistent and cfg.copy == "tma" and tiles < 2 * sms and not cfg.pingpong:   # every SM on the k-tiles
                 pool[f"{name}{tag}_sk"] = cfg.replace(stream_k=True)
             for split in SPLITS:
                 if tiles < 2 * sms and tiles * split <= 4 * sms and ktiles >= 2 * split:
@@ -104,8 +104,9 @@ def _smaller_tiles(cfg):
     and 64 x 64 tiles of four warps (FP16's K x N swizzled B: warps 64
     columns wide), small-M tiles 32 columns wide; wgmma with N = 128, in two
     consumer warpgroups or one, and FP16's 64 x 64 and 64 x 32, each with as many stages
-    as shared memory holds (INT4's widening ones instead also with A widened
-    by the other side: the producer where the base has the consumers do it)."""
+    as shared memory holds, and 128 x 128 with pingpong (INT4's widening
+    ones instead also with A widened by the other side: the producer where
+    the base has the consumers do it)."""
     if cfg.op == "wgmma":
         shapes = {"_128x128": dict(bn=128), "_64x128": dict(bm=64, warps_m=4, bn=128)}
         if cfg.widens_tile:         # A widened by the other side as well
@@ -114,6 +115,8 @@ def _smaller_tiles(cfg):
         else:       # TMA's ring as deep as shared memory holds (and FP16's 64 x 64 tiles)
             shapes.update({f"_64x{bn}": dict(bm=64, warps_m=4, bn=bn) for bn in (64, 32)     # FP16's
                            if bn in cfg.wgmma_prec.wgmma_ns})
+            if not (cfg.a_regs or cfg.swap):
+                shapes["_128x128_pp"] = dict(bn=128, pingpong=True)     # one warpgroup a tile, both halves
             shapes = {tag: dict(change, stages=_deepest(cfg.replace(**change))) for tag, change in shapes.items()}
     elif cfg.bm == 16:              # small-M: half as wide, the same warps sharing more of K
         shapes = {"_16x32": dict(bn=32, warps_n=max(1, cfg.warps_n // 2), warps_k=cfg.warps_k * 2)}

@@ -40,7 +40,7 @@ def _mm(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
         left = K - k * BK
         x = tl.load(pa, mask=(rm[:, None] < M) & (rk[None, :] < left), other=zero)
         y = tl.load(pb, mask=(rk[:, None] < left) & (rn[None, :] < N), other=zero)
-        acc += tl.dot(x, y)
+        acc = tl.dot(x, y, acc)         # the sum in the instruction's accumulators
         pa += BK * sak
         pb += BK * sbk
     tl.store(c + rm[:, None] * scm + rn[None, :] * scn, acc.to(c.dtype.element_ty),

@@ -116,7 +116,7 @@ def test_the_search_takes_b_as_n_x_k_for_fp16(shape):
 def test_pingpong_tiles_where_tiles_are_few():
     """Where 128 x 256 tiles leave SMs idle (256 x 8192^2: 64 of them), the TMA
     wgmma kernels also in 128 x 128 ping-pong tiles (a warpgroup a tile:
-    5.7 % faster than two on its halves there, results/2026-12-06-h100-pingpong),
+    faster than two warpgroups on its halves there: docs/findings.md),
     never INT4's, whose consumers widen A in registers."""
     pool = tune.candidates("fp16", H200, (256, 8192, 8192), 132, b_layout="nk")
     assert any(c.pingpong and c.bn == 128 and c.b_layout == "nk" for c in pool.values())

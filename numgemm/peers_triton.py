@@ -2,7 +2,8 @@
 
 One tl.dot kernel, Triton's own tutorial form, for INT8 (s32 C), BF16 and
 FP8 (float32 sums, C in the C tensor's dtype); Triton lowers tl.dot to
-wgmma on Hopper. Each precision runs with one fixed tiling (TILINGS): INT8's
+wgmma on Hopper. FP8 keeps its sum in tl.dot's accumulator; INT8 and BF16
+add each dot's product after it (IN_DOT). Each precision runs with one fixed tiling (TILINGS): INT8's
 is the best a config sweep found on an H200 (docs/findings.md); BF16's and
 FP8's are the tutorial's Hopper tilings for 16-bit and 8-bit operands.
 """
@@ -24,7 +25,8 @@ def name(dtype):
 
 @triton.jit
 def _mm(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
-        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, EXACT: tl.constexpr):
+        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, EXACT: tl.constexpr,
+        IN_DOT: tl.constexpr):
     pid = tl.program_id(0)
     tiles_m, tiles_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
     width = GROUP_M * tiles_n
@@ -40,7 +42,10 @@ def _mm(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
         left = K - k * BK
         x = tl.load(pa, mask=(rm[:, None] < M) & (rk[None, :] < left), other=zero)
         y = tl.load(pb, mask=(rk[:, None] < left) & (rn[None, :] < N), other=zero)
-        acc = tl.dot(x, y, acc)         # the sum in the instruction's accumulators
+        if IN_DOT:                      # FP8: the sum kept in the instruction's accumulators (findings)
+            acc = tl.dot(x, y, acc)
+        else:                           # INT8: tl.dot takes no int32 accumulator; BF16: faster added after
+            acc += tl.dot(x, y)
         pa += BK * sak
         pb += BK * sbk
     tl.store(c + rm[:, None] * scm + rn[None, :] * scn, acc.to(c.dtype.element_ty),
@@ -55,6 +60,7 @@ def mm(a, b, c):
     bm, bn, bk, stages, warps = TILINGS[str(a.dtype).removeprefix("torch.")]
     grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
     _mm[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-              BM=bm, BN=bn, BK=bk, GROUP_M=GROUP, EXACT=not a.dtype.is_floating_point, num_warps=warps,
+              BM=bm, BN=bn, BK=bk, GROUP_M=GROUP, EXACT=not a.dtype.is_floating_point,
+              IN_DOT=a.dtype.itemsize == 1 and a.dtype.is_floating_point, num_warps=warps,
               num_stages=stages)
     return c

@@ -54,8 +54,9 @@ def ring(cfg, full_count=1):
     the stages; init(bars), by one thread: a "full"
     barrier per stage that full_count arrivals (and the bytes they announce)
     complete, with a producer an "empty" one that the consumer warps reading
-    it (cfg.stage_readers) in every CTA of the cluster complete; full(bars, off): the full barrier of the stage
-    at byte offset off; wait(bars, kt, off, ktiles): k-tile kt has landed there
+    it (cfg.stage_readers) in every CTA of the cluster complete; full(bars,
+    off): the full barrier of the stage at byte offset off; wait(bars, kt,
+    off, ktiles): k-tile kt has landed there
     (kt: its use of the ring, whose parity the barrier's phase follows), if
     kt < ktiles (ktiles None: always);
     acquire(bars, kt, off): the stage is free for use kt; release(bars, off):

@@ -5,10 +5,11 @@ and (torch.mm's out_dtype, where there is one) as float32, the C numgemm's
 cuBLASLt int8 through torch._int_mm with B column-major (its fast layout);
 cuBLASLt FP8 through torch._scaled_mm (B column-major, per-tensor scales
 of 1, C in bfloat16 and in float32); Triton's int8, bf16 and FP8 GEMMs
-(numgemm.peers_triton) on the same operands. All are optional; a missing one is skipped. With an
-epilogue (the bench's --epilogue), each applies it after its GEMM in torch,
-unfused, as a model without a fused kernel would (FP8: torch._scaled_mm
-takes the scales itself; the bias and activation follow)."""
+(numgemm.peers_triton) on the same operands. All are optional; a missing
+one is skipped. With an epilogue (the bench's --epilogue), each applies it
+after its GEMM in torch, unfused, as a model without a fused kernel would
+(FP8: torch._scaled_mm takes the scales itself; the bias and activation
+follow)."""
 
 import functools
 

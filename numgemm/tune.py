@@ -84,7 +84,8 @@ def candidates(precision, cc, shape, sms, b_layout=None):
             if cfg.widens_tile:     # INT4's widening producer has no registers to spare for a split
                 continue
             tiles, ktiles = -(-M // cfg.bm) * -(-N // cfg.bn), -(-cfg.prec.kbytes(K) // cfg.bk_bytes)
-            if cfg.persistent and cfg.copy == "tma" and tiles < 2 * sms and not cfg.pingpong:   # every SM on the k-tiles
+            # every SM on the tiles' k-tiles (pingpong: a warpgroup's tiles whole, never streamed)
+            if cfg.persistent and cfg.copy == "tma" and tiles < 2 * sms and not cfg.pingpong:
                 pool[f"{name}{tag}_sk"] = cfg.replace(stream_k=True)
             for split in SPLITS:
                 if tiles < 2 * sms and tiles * split <= 4 * sms and ktiles >= 2 * split:

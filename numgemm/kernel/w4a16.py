@@ -129,7 +129,8 @@ class W4A16:
     def name(self):
         return (f"w4a16_{self.act}_{self.rows}x{self.cols}x{GROUP}_w{self.warps}"
                 f"{'_zp' if self.zeros else ''}_c{self.out}{'' if self.min_blocks == 2 else f'_b{self.min_blocks}'}"
-                f"{'' if self.ahead or self.ring else '_now'}{f'_r{self.ring}' if self.ring else ''}{'_swap' if self.swap else ''}")
+                f"{'' if self.ahead or self.ring else '_now'}{f'_r{self.ring}' if self.ring else ''}"
+                f"{'_swap' if self.swap else ''}")
 
     def describe(self):
         return {"kernel": self.name, "act": self.act, "out": self.out, "zeros": self.zeros, "n8s": self.n8s,

@@ -147,9 +147,10 @@ def _zeroed_parts(parts, dtype):
 def _stores(cfg, scaled, parts):
     """The epilogue: the mma one (stage_c: _staged, around it); for
     instructions side by side, that of each part (its array of accumulators,
-    its columns); with pingpong, that of each half (its rows). Across all 320 columns the mma epilogue's loop is more than
-    LLVM unrolls (so is one that starts at an offset into the array), and
-    accumulators indexed in a rolled loop live in local memory."""
+    its columns); with pingpong, that of each half (its rows). Across all
+    320 columns the mma epilogue's loop is more than LLVM unrolls (so is one
+    that starts at an offset into the array), and accumulators indexed in a
+    rolled loop live in local memory."""
     def one(c):
         plain = _store(c, scaled)
         return _staged(cfg, c.bn, plain) if cfg.stage_c else plain

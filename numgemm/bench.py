@@ -165,7 +165,8 @@ def _ratios(rows, times, family):
     for row in rows:
         if row.status != "ok" or math.isnan(row.ms):
             continue
-        base = times.get((row.preset, registry.BASELINE[row.precision], row.n))
+        wmma = registry.BASELINE.get(row.precision)      # FP8 has no WMMA: its column stays empty
+        base = times.get((row.preset, wmma, row.n)) if wmma else None
         fp16 = times.get((row.preset, "fp16_wmma", row.n))
         lib = times.get(("library", PRECISIONS[row.precision].wide.name, row.n))
         if row.preset != "library":

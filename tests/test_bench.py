@@ -79,3 +79,22 @@ def test_a_bad_selection_is_one_line_and_exit_2(argv, message, capsys):
     assert bench.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err and err.startswith("bench.py: ")
+
+
+@pytest.mark.parametrize("precision", ["e4m3", "e5m2", "int8"])
+def test_ratios_of_every_precision_from_one_run(precision):
+    """FP8 has no WMMA baseline: its 'vs WMMA' stays empty while its family's
+    ratio and the library's are still taken (a ladder of e5m2 alone crashed here)."""
+    from numgemm import registry
+
+    base = registry.family_base(precision)       # int8_wmma for INT8, mma.sync for FP8
+    rows = [report.Row(precision, 4096, "tuned", base, "", ms=2.0),
+            report.Row(precision, 4096, "tuned", f"{precision}_next", "", ms=1.0)]
+    times = {("tuned", r.kernel, 4096): r.ms for r in rows}
+    times[("library", bench.PRECISIONS[precision].wide.name, 4096)] = 1.5
+    bench._ratios(rows, times, precision)
+    assert rows[1].vs_base == 2.0 and rows[1].vs_library == 1.5
+    if precision == "int8":
+        assert rows[1].vs_wmma == 2.0
+    else:
+        assert all(r.vs_wmma != r.vs_wmma for r in rows)   # NaN: no WMMA to compare with

@@ -230,20 +230,27 @@ class _Float8:
         else:
             mag = np.where((e == top) & (m == (1 << man_bits) - 1), np.nan, mag)
         self.values = np.where(codes & 0x80, -mag, mag)
-        finite = np.flatnonzero(np.isfinite(self.values[:128]))      # the positive codes, ascending in value
-        self.magnitudes, self.nan = self.values[finite], np.uint8(0x7F)
+        self.bias, self.man_bits = bias, man_bits
+        self.largest, self.nan = mag[:128][np.isfinite(mag[:128])].max(), np.uint8(0x7F)
 
     def decode(self, a):
         return self.values[a]
 
     def encode(self, x):
-        mag = np.minimum(np.abs(x.astype(np.float64)), self.magnitudes[-1])       # satfinite
-        hi = np.clip(np.searchsorted(self.magnitudes, mag), 1, len(self.magnitudes) - 1)
-        lo = hi - 1
-        below, above = mag - self.magnitudes[lo], self.magnitudes[hi] - mag
-        code = np.where((below < above) | ((below == above) & (lo % 2 == 0)), lo, hi).astype(np.uint8)
-        code = np.where(np.signbit(x), code | np.uint8(0x80), code)
-        return np.where(np.isnan(x), self.nan, code).astype(np.uint8)
+        """float32 to the nearest code, ties to even, saturating (satfinite).
+        Normal codes by float32's bits: rounding away the low mantissa bits
+        carries into the exponent by itself, and float32's exponent bias is
+        swapped for the format's; subnormals are whole steps of the smallest
+        one (an exact power-of-2 scale, then rint). Bit arithmetic, not a
+        table search: 8192 x 8192 operands took 11 s by searchsorted."""
+        mag = np.minimum(np.abs(x), np.float32(self.largest))
+        u, shift = mag.view(np.uint32), 23 - self.man_bits
+        normal = (u + np.uint32((1 << (shift - 1)) - 1) + ((u >> np.uint32(shift)) & np.uint32(1))) >> np.uint32(shift)
+        normal -= np.uint32((127 - self.bias) << self.man_bits)
+        sub = np.rint(mag * np.float32(2.0 ** (self.bias - 1 + self.man_bits))).astype(np.uint32)
+        code = np.where(mag < np.float32(2.0 ** (1 - self.bias)), sub, normal).astype(np.uint8)
+        code |= np.signbit(x).astype(np.uint8) << np.uint8(7)
+        return np.where(np.isnan(x), self.nan, code)
 
 
 _CODECS = {"bfloat16": _Bfloat16, "float8_e4m3fn": _Float8(4, 3, False), "float8_e5m2": _Float8(5, 2, True)}

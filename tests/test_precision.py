@@ -59,7 +59,9 @@ def test_bf16_is_fp16_with_bfloat16_bits():
 @pytest.mark.parametrize("name,encoding", [("e4m3", "float8_e4m3fn"), ("e5m2", "float8_e5m2"), ("bf16", "bfloat16")])
 def test_the_encodings_are_ml_dtypes_own(name, encoding):
     """Every bit pattern decodes to ml_dtypes' value, and float32 values in
-    range round to its pattern (to nearest, ties to even)."""
+    range round to its pattern (to nearest, ties to even): random values, and
+    every midpoint between neighbouring values, a float32 step either side of
+    it, the values themselves and zero's neighbours (where rounding turns)."""
     ml_dtypes = pytest.importorskip("ml_dtypes")
     prec, dtype = PRECISIONS[name], getattr(ml_dtypes, encoding)
     bits = np.arange(2**prec.bits).astype(prec.host_dtype)
@@ -67,6 +69,12 @@ def test_the_encodings_are_ml_dtypes_own(name, encoding):
         assert np.array_equal(prec.decode(bits), bits.view(dtype).astype(np.float64), equal_nan=True)
     rng = np.random.default_rng(3)
     x = (rng.standard_normal(100_000) * rng.choice([1e-3, 1.0, 30.0], 100_000)).astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        v = np.unique(np.abs(prec.decode(bits)))
+    v = v[np.isfinite(v)].astype(np.float32)
+    mids = ((v[1:].astype(np.float64) + v[:-1]) / 2).astype(np.float32)
+    edges = [mids, np.nextafter(mids, np.float32(np.inf)), np.nextafter(mids, np.float32(0)), v, np.float32([1e-30, 0])]
+    x = np.concatenate([x, *edges, *(-e for e in edges)])
     x = x[np.abs(x) <= float(ml_dtypes.finfo(dtype).max)]
     assert np.array_equal(prec.encode(x), x.astype(dtype).view(prec.host_dtype))
 

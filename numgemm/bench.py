@@ -330,6 +330,7 @@ def _claims(args):
     picked = ["--preset", "paper", "--kernels", *claims.KERNELS, "--jobs", str(args.jobs)]
     _, _, rows = run(parse([*picked, "--sizes", *map(str, sizes), "--no-peers", "--batch", str(args.batch)]))
     times = {(r.kernel, r.n): r.ms for r in rows if r.status == "ok" and not math.isnan(r.ms)}
+    counted, note = profile.profile_rows(args, [*picked, "--sizes", str(sizes[-1])])
     # Claim 9: gemm()'s FP8 and INT8 kernels and their peers (cuBLASLt's FP8 GEMM listed first)
     _, _, rows = run(parse(["--precision", "e4m3", "int8", "--kernels", "default", "--sizes", *map(str, sizes),
                             "--jobs", str(args.jobs), "--batch", str(args.batch)]))

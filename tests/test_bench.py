@@ -98,3 +98,36 @@ def test_ratios_of_every_precision_from_one_run(precision):
         assert rows[1].vs_wmma == 2.0
     else:
         assert all(r.vs_wmma != r.vs_wmma for r in rows)   # NaN: no WMMA to compare with
+
+
+def test_claims_runs_its_measurements_into_the_verdicts(monkeypatch, tmp_path, capsys):
+    """bench.py --claims end to end with the GPU's parts faked (the timed runs,
+    ncu, the SASS facts): every claim gets a verdict, FP8's from its row pair,
+    and the JSON keeps the times (a lost line once left it a NameError)."""
+    import json
+
+    from numba import cuda
+
+    from numgemm import claims, profile
+
+    monkeypatch.setattr(cuda, "is_available", lambda: True)
+    monkeypatch.setattr(cuda, "get_current_device", lambda: type("Dev", (), {"compute_capability": (9, 0)})())
+    monkeypatch.setattr(bench, "device_name", lambda dev: "GPU")
+    monkeypatch.setattr(profile, "profile_rows", lambda args, argv: (None, "no ncu here"))
+    stored = json.loads((ROOT / "results" / "2026-12-01-h200-why" / "claims.json").read_text())
+    monkeypatch.setattr(claims, "sass_facts", lambda *a: stored["sass"])
+
+    def run(args):
+        if args.preset == "paper":
+            return None, {}, [report.Row(k[:4], n, "paper", k, "", ms=1.0) for k in claims.KERNELS for n in args.sizes]
+        rows = [report.Row(p, n, preset, "default", "", ms=ms) for n in args.sizes
+                for p, preset, ms in (("e4m3", "tuned", 1.0), ("e4m3", "library", 1.2), ("int8", "tuned", 1.1))]
+        return None, {}, rows
+
+    monkeypatch.setattr(bench, "run", run)
+    out = tmp_path / "claims.json"
+    assert bench._claims(bench.parse(["--claims", "--sizes", "512", "8192", "--json", str(out)])) == 0
+    text = capsys.readouterr().out
+    assert "counters at N=8192 (no ncu here)" in text and text.count("\n|") >= 10
+    verdicts = json.loads(out.read_text())["claims"]
+    assert len(verdicts) == 9 and verdicts[8]["verdict"] == claims.HOLDS

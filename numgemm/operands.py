@@ -69,7 +69,13 @@ def kernel_operands(cfg, batch, M, N, K, rng):
 #: The activations of gemm()'s epilogue (numgemm.kernel.epilogue), in float64.
 ACTIVATIONS = {"relu": lambda x: np.maximum(x, 0.0),
                "gelu": lambda x: 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3))),
-               "silu": lambda x: x / (1.0 + np.exp(-x))}
+               "silu": lambda x: x * _sigmoid(x)}
+
+
+def _sigmoid(x):
+    """1 / (1 + e^-x), by e^-|x| so that no exp overflows (a warning in every large negative sum)."""
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0, e) / (1.0 + e)
 
 
 def through_epilogue(ref, scale_a=None, scale_b=None, bias=None, activation=None, at=None):

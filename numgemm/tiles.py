@@ -11,6 +11,15 @@ SWIZZLE_BYTES = 128         # a swizzled shared row (and a TMA box's row): the 1
 #: width of cuBLAS's fp16 tiles on sm_90: m64n256 and m64n64 side by side). Which N a
 #: precision has routines for, in which B layout: Precision.wgmma_ns, wgmma_kn_ns, wgmma_swap_ns.
 WGMMA_PARTS = {16: (16,), 32: (32,), 64: (64,), 128: (128,), 192: (192,), 256: (256,), 320: (256, 64)}
+
+
+def wgmma_acc_arrays(bn, pingpong):
+    """The N of each accumulator array a wgmma consumer thread holds (N / 2
+    sums each): one of bn; one an instruction side by side (WGMMA_PARTS);
+    with pingpong, one a 64-row half of the tile."""
+    return (bn, bn) if pingpong else WGMMA_PARTS[bn]
+
+
 #: copy="tma": the most stages its ring of mbarriers may have (cp.async kernels: 5).
 RING_STAGES = 16
 

@@ -29,7 +29,7 @@ import numpy as np
 from numba import cuda, types
 
 from .. import primitives as P
-from ..tiles import WGMMA_PARTS
+from ..tiles import wgmma_acc_arrays
 from .regs import device, generated, inlined, u8, u32, u64
 from .warp_wgmma import c_buffer, c_buffer_line
 
@@ -97,14 +97,13 @@ def _cells(cfg):
     kernels hold their warp tile and the wgmma ones a warp's 16 rows (two
     instructions side by side: an array each, the second's columns after
     the first's; pingpong: 16 rows of each 64-row half, an array each)."""
-    if cfg.op == "wgmma" and cfg.pingpong:      # both 64-row halves, an array each
-        return [(f"acc[{h}][{e}]", 64 * h + 8 * ((e >> 1) & 1), 8 * (e // 4) + (e & 1))
-                for h in range(2) for e in range(cfg.bn // 2)]
     if cfg.op == "wgmma":
-        parts = WGMMA_PARTS[cfg.bn]
-        pick = (lambda i, e: f"acc[{i}][{e}]") if len(parts) > 1 else (lambda i, e: f"acc[{e}]")
-        return [(pick(i, e), 8 * ((e >> 1) & 1), sum(parts[:i]) + 8 * (e // 4) + (e & 1))
-                for i, n in enumerate(parts) for e in range(n // 2)]
+        arrays = wgmma_acc_arrays(cfg.bn, cfg.pingpong)
+        pick = (lambda i, e: f"acc[{i}][{e}]") if len(arrays) > 1 else (lambda i, e: f"acc[{e}]")
+        # array i's first row and column: its 64-row half's (pingpong), or its instruction's columns
+        first = [(64 * i, 0) if cfg.pingpong else (0, sum(arrays[:i])) for i in range(len(arrays))]
+        return [(pick(i, e), first[i][0] + 8 * ((e >> 1) & 1), first[i][1] + 8 * (e // 4) + (e & 1))
+                for i, n in enumerate(arrays) for e in range(n // 2)]
     wm, wn = cfg.warp_tile
     mi, nj = wm // 16, wn // 8
     return [(f"acc[{(i * nj + j) * 4 + 2 * h + p}]", 16 * i + 8 * h, 8 * j + p)
@@ -247,9 +246,7 @@ def _to_f32(cfg):
                 f[e] = acc[e]
             return f
         return inlined(convert)
-    parts = WGMMA_PARTS[cfg.bn] if cfg.op == "wgmma" else ()
-    if cfg.op == "wgmma" and cfg.pingpong:
-        parts = (cfg.bn, cfg.bn)
+    parts = wgmma_acc_arrays(cfg.bn, cfg.pingpong) if cfg.op == "wgmma" else ()
     if len(parts) < 2:
         return one(len(_cells(cfg)))
     first, second = (one(n // 2) for n in parts)

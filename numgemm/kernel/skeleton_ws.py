@@ -71,6 +71,7 @@ def kernel_function(cfg, warp_rt, copy_rt):
     produce, consume = _produce(cfg, copy_rt, cluster_tile, run_of), _consume(cfg, warp_rt, copy_rt)
     a_rows_of = cfg.shared_view.pitch_a * 64                  # a consumer warpgroup's 64 rows of A
     pingpong, stages, stage_bytes = cfg.pingpong, cfg.stages, cfg.stage_bytes
+    stage_at = device(lambda g: u32(divmod32(g, u32(stages))[1] * u32(stage_bytes)))    # the stage of use g
 
     def gemm_kernel(A, B, C, M, N, K, KB, NB, c_aligned, tmaps):
         """Arguments as skeleton.gemm_kernel's; stream_k: C is (the workspace,
@@ -125,7 +126,7 @@ def kernel_function(cfg, warp_rt, copy_rt):
                 if wg == 1:
                     tile += step
                     g = u32(ktiles)
-                    off = u32(divmod32(g, u32(stages))[1] * u32(stage_bytes))
+                    off = stage_at(g)
                 go_bar = 3 - wg
             while tile < whole:
                 tm, tn = cluster_tile(tile, pairs_m, tiles_n)
@@ -143,7 +144,7 @@ def kernel_function(cfg, warp_rt, copy_rt):
                                  go_at, go_bar)
                 if pingpong:
                     g = u32(g + ktiles)
-                    off = u32(divmod32(g, u32(stages))[1] * u32(stage_bytes))
+                    off = stage_at(g)
                 else:
                     go_at = -1
                 store(acc, Cout, zc, m0, n0, wr, 0, M, N, tid, c_aligned)

@@ -29,7 +29,7 @@ from numba import cuda
 
 from .. import primitives as P
 from ..precision import NARROW
-from ..tiles import SWIZZLE_BYTES, WGMMA_PARTS
+from ..tiles import SWIZZLE_BYTES, WGMMA_PARTS, wgmma_acc_arrays
 from .regs import ACC, bits_of, device, generated, i32, inlined, u8, u32, u64, zeroed
 from .seams import WarpRoutine
 from .warp_mma import _store
@@ -94,10 +94,8 @@ def routine(cfg):
                         {"fence": ptx.wgmma_fence, "commit": ptx.wgmma_commit, "desc": desc, "b_desc": b_desc,
                          **mmas, "u32": u32, "u64": u64, "sbo": _SBO, "b_sbo": 8 * span, "b_lbo": b_lbo, "cuda": cuda,
                          "ld4": ptx.ldmatrix_x4, "widen": widen, "wait_1": wait_1})
-    if cfg.pingpong:                    # an array a half, each stored as a warp's 16 rows
-        init = _zeroed_parts((cfg.bn, cfg.bn), ACC[cfg.acc])
-    else:
-        init = zeroed(n_acc, ACC[cfg.acc]) if len(parts) == 1 else _zeroed_parts(parts, ACC[cfg.acc])
+    arrays = wgmma_acc_arrays(cfg.bn, cfg.pingpong)    # pingpong: an array a half, stored as a warp's 16 rows
+    init = zeroed(n_acc, ACC[cfg.acc]) if len(arrays) == 1 else _zeroed_parts(arrays, ACC[cfg.acc])
     store = _transposed(cfg, n_acc) if cfg.swap else _stores(cfg, scaled, parts)
     return WarpRoutine(init, None, None, compute, store)
 

@@ -38,9 +38,11 @@ from .toolchain import TARGETS
 PROFILED = []                              # under --profile's ncu: the bracketed launches, in order
 
 
-def run(args):
+def run(args, ceilings=None):
     """(device name, ceilings, rows): every chosen kernel checked, then timed
-    at every size, beside the library peers, with the ratios filled in."""
+    at every size, beside the library peers, with the ratios filled in;
+    ceilings: those of an earlier run in the same mode (with its args.copy_gbs),
+    not measured again."""
     from numba import cuda
 
     from . import registry
@@ -49,12 +51,13 @@ def run(args):
     name = device_name(dev)
     cc = tuple(dev.compute_capability)
     log(f"numgemm bench on {name} (sm_{cc[0]}{cc[1]}), batch {args.batch}, sizes {args.sizes}")
-    log("measuring the instructions' ceilings (mma.sync; wgmma on sm_90) ...")
-    ceilings = microbench.measure_ceilings(steady=getattr(args, "steady", None) is not None)    # as kernels are timed
-    for op, value in ceilings.items():
-        log(f"  {op}: {value:.0f} T(FL)OPS")
-    args.copy_gbs = microbench.measure_copy_bandwidth()
-    log(f"  device-to-device copy: {args.copy_gbs:.0f} GB/s (bytes read + written)")
+    if ceilings is None:
+        log("measuring the instructions' ceilings (mma.sync; wgmma on sm_90) ...")
+        ceilings = microbench.measure_ceilings(steady=getattr(args, "steady", None) is not None)    # as kernels are timed
+        for op, value in ceilings.items():
+            log(f"  {op}: {value:.0f} T(FL)OPS")
+        args.copy_gbs = microbench.measure_copy_bandwidth()
+        log(f"  device-to-device copy: {args.copy_gbs:.0f} GB/s (bytes read + written)")
     rng = np.random.default_rng(args.seed)
     rows, times = [], {}
     for precision in args.precision:
@@ -328,12 +331,15 @@ def _claims(args):
     name = device_name(dev)
     sizes = sorted(args.sizes)
     picked = ["--preset", "paper", "--kernels", *claims.KERNELS, "--jobs", str(args.jobs)]
-    _, _, rows = run(parse([*picked, "--sizes", *map(str, sizes), "--no-peers", "--batch", str(args.batch)]))
+    first = parse([*picked, "--sizes", *map(str, sizes), "--no-peers", "--batch", str(args.batch)])
+    _, ceilings, rows = run(first)
     times = {(r.kernel, r.n): r.ms for r in rows if r.status == "ok" and not math.isnan(r.ms)}
     counted, note = profile.profile_rows(args, [*picked, "--sizes", str(sizes[-1])])
     # Claim 9: gemm()'s FP8 and INT8 kernels and their peers (cuBLASLt's FP8 GEMM listed first)
-    _, _, rows = run(parse(["--precision", "e4m3", "int8", "--kernels", "default", "--sizes", *map(str, sizes),
-                            "--jobs", str(args.jobs), "--batch", str(args.batch)]))
+    fp8 = parse(["--precision", "e4m3", "int8", "--kernels", "default", "--sizes", *map(str, sizes),
+                 "--jobs", str(args.jobs), "--batch", str(args.batch)])
+    fp8.copy_gbs = first.copy_gbs
+    _, _, rows = run(fp8, ceilings)         # the same mode: the first run's ceilings serve
     for r in rows:
         who = "library" if r.preset == "library" else "numgemm"
         if r.status == "ok" and not math.isnan(r.ms):

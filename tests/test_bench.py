@@ -103,7 +103,8 @@ def test_ratios_of_every_precision_from_one_run(precision):
 def test_claims_runs_its_measurements_into_the_verdicts(monkeypatch, tmp_path, capsys):
     """bench.py --claims end to end with the GPU's parts faked (the timed runs,
     ncu, the SASS facts): every claim gets a verdict, FP8's from its row pair,
-    and the JSON keeps the times (a lost line once left it a NameError)."""
+    the ceilings are measured once for both runs, and the JSON keeps the
+    times (a lost line once left it a NameError)."""
     import json
 
     from numba import cuda
@@ -117,12 +118,18 @@ def test_claims_runs_its_measurements_into_the_verdicts(monkeypatch, tmp_path, c
     stored = json.loads((ROOT / "results" / "2026-12-01-h200-why" / "claims.json").read_text())
     monkeypatch.setattr(claims, "sass_facts", lambda *a: stored["sass"])
 
-    def run(args):
+    measured = {"mma_m16n8k16_f16_f32": 600.0}
+
+    def run(args, ceilings=None):
         if args.preset == "paper":
-            return None, {}, [report.Row(k[:4], n, "paper", k, "", ms=1.0) for k in claims.KERNELS for n in args.sizes]
+            assert ceilings is None
+            args.copy_gbs = 3000.0
+            return None, measured, [report.Row(k[:4], n, "paper", k, "", ms=1.0) for k in claims.KERNELS
+                                    for n in args.sizes]
+        assert ceilings is measured and args.copy_gbs == 3000.0     # measured once, by the first run
         rows = [report.Row(p, n, preset, "default", "", ms=ms) for n in args.sizes
                 for p, preset, ms in (("e4m3", "tuned", 1.0), ("e4m3", "library", 1.2), ("int8", "tuned", 1.1))]
-        return None, {}, rows
+        return None, ceilings, rows
 
     monkeypatch.setattr(bench, "run", run)
     out = tmp_path / "claims.json"

@@ -69,7 +69,7 @@ class Precision:
     wmma_b_layouts: tuple = ("nk",)  # the layouts of B its WMMA fragments load
     encoding: str = ""        # the format whose bit patterns its host arrays hold (BF16: "bfloat16" in uint16;
     #                           FP8: "float8_e4m3fn", "float8_e5m2" in uint8), as torch and ml_dtypes name it
-    tuned_as: str = ""        # the precision whose tuned winners its kernels take until it has its own (BF16: FP16)
+    tuned_as: str = ""        # the precision whose tuned winners it takes at shapes it has not searched (BF16: FP16)
     min_cc: tuple = (8, 0)    # the oldest GPU with its mma.sync (FP8: sm_89)
     mma_converted_on: tuple = ()  # GPUs whose ptxas converts its mma.sync to f16 HMMA (FP8 on sm_90)
     sum_error: float = 1e-3   # relative error its f32 sums may have (tolerance): FP8's wgmma keeps about 14 bits of

@@ -85,16 +85,18 @@ def choose(precision, b_layout, M, N, K, cc, preset="tuned"):
     cfg, why = None, "registry.default"
     if preset == "tuned":
         arch = target_name(cc)
-        path, entries = _entries(arch, str(winners_files(arch)[0])).get((precision, b_layout, m_class(M)), (None, ()))
+        table = _entries(arch, str(winners_files(arch)[0]))
+        entries = _with_path(*table.get((precision, b_layout, m_class(M)), (None, ())))
         if not entries:                 # none searched in this layout: the other layout's, as twins (FP16)
-            path, entries = _layout_twins(arch, precision, b_layout, m_class(M))
+            entries = _with_path(*_layout_twins(arch, precision, b_layout, m_class(M)))
         twin_of = PRECISIONS[precision].tuned_as
-        if not entries and twin_of:     # none searched: its twin precision's, with its operands (BF16: FP16's)
-            path, entries = _entries(arch, str(winners_files(arch)[0])).get((twin_of, b_layout, m_class(M)), (None, ()))
-            entries = [(m, n, k, t, f"{name} in {precision}") for m, n, k, c, name in entries
-                       if (t := _in_precision(c, precision)) is not None]
+        if twin_of:                     # its twin precision's, at shapes it has not searched (BF16: FP16's)
+            searched = {e[:3] for e in entries}
+            path, borrowed = table.get((twin_of, b_layout, m_class(M)), (None, ()))
+            entries += [(m, n, k, t, f"{name} in {precision}", path) for m, n, k, c, name in borrowed
+                        if (m, n, k) not in searched and (t := _in_precision(c, precision)) is not None]
         near = sorted(entries, key=lambda e: sum(math.log2(x / y) ** 2 for x, y in zip((M, N, K), e)))
-        for m, n, k, c, name in near:
+        for m, n, k, c, name, path in near:
             c = _exact_for(c, K)
             if c.unsupported(cc) is None:
                 cfg, why = c, f"{path}: {name}, tuned at {m}x{n}x{k}"
@@ -103,6 +105,10 @@ def choose(precision, b_layout, M, N, K, cc, preset="tuned"):
         cfg = registry.default(precision, b_layout, preset, cc, M, K)
     log.debug("numgemm: %s %dx%dx%d, B %s -> %s (%s)", precision, M, N, K, b_layout, cfg.name, why)
     return cfg
+
+
+def _with_path(path, entries):
+    return [(*e, path) for e in entries]
 
 
 def _layout_twins(arch, precision, b_layout, m):

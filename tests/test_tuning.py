@@ -73,6 +73,19 @@ def test_the_users_classes_replace_the_packages(user_winners, tmp_path):
     assert tuning.choose("int8", "nk", 64, 8192, 8192, H200) == tile
 
 
+def test_a_twin_precisions_winners_fill_the_shapes_not_searched(user_winners):
+    """FP8 takes INT8's winners, in its own operands, where it has none of its
+    own at that shape; its own one where it has."""
+    int8_mid = registry.get("int8_wgmma").replace(bm=64, bn=128, warps_m=4, stages=8)
+    int8_small = registry.get("int8_ptx_mma_k32")
+    e4m3_small = registry.get("e4m3_wgmma").replace(bm=64, bn=128, warps_m=4, stages=6)
+    user_winners([entry("int8", 1024, 1024, 1024, int8_mid), entry("int8", 512, 512, 512, int8_small),
+                  entry("e4m3", 512, 512, 512, e4m3_small)])
+    assert tuning.choose("e4m3", "nk", 512, 512, 512, H200) == e4m3_small
+    assert tuning.choose("e4m3", "nk", 1024, 1024, 1024, H200) == int8_mid.replace(precision="e4m3", acc="f32")
+    assert tuning.choose("int8", "nk", 512, 512, 512, H200) == int8_small
+
+
 def test_choose_widens_exactly_past_the_scaled_reach(user_winners):
     scaled = registry.get("int4_ptx_unpack_s8_m16").replace(split_k=2)
     user_winners([entry("int4", 16, 8192, 8192, scaled)])

@@ -2,6 +2,7 @@
 
 import json
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -151,3 +152,26 @@ def test_a_shipped_winner_builds_without_spills_or_calls(cfg):
     nothing in local memory and no called routines."""
     build = build_config(cfg, "sm_90", together=())
     assert build.local_bytes == 0 and build.calls == 0, build.summary()
+
+
+def test_merging_a_run_of_another_gpu_says_where_its_entries_come_from(tmp_path):
+    """scripts/merge_winners.py: the newer run's entries replace the same shapes'
+    and join the others; from another GPU, each says its device and date."""
+    import runpy
+
+    merge = runpy.run_path(str(Path(__file__).parents[1] / "scripts" / "merge_winners.py"))["main"]
+    m16, tile = registry.get("int8_ptx_mma_k32_m16"), registry.get("int8_ptx_tma")
+    base = {"device": "NVIDIA H200", "date": "2026-12-01", "command": "python bench.py --tune",
+            "entries": [entry("int8", 16, 8192, 8192, m16), entry("int8", 64, 8192, 8192, tile)]}
+    new = {"device": "NVIDIA H100 80GB HBM3", "date": "2026-12-06", "command": "python bench.py --tune --shapes x",
+           "entries": [entry("int8", 16, 8192, 8192, m16.replace(stages=5)), entry("e4m3", 16, 8192, 8192, m16)]}
+    paths = [tmp_path / f"{n}.json" for n in ("base", "new", "out")]
+    for p, doc in zip(paths, (base, new)):
+        p.write_text(json.dumps(doc))
+    merge(*map(str, paths))
+    out = json.loads(paths[2].read_text())
+    assert [(e["precision"], e["m"], e["config"]["stages"], e.get("device")) for e in out["entries"]] == [
+        ("int8", 16, 5, "NVIDIA H100 80GB HBM3"), ("int8", 64, tile.stages, None),
+        ("e4m3", 16, m16.stages, "NVIDIA H100 80GB HBM3")]
+    assert out["device"] == "NVIDIA H200" and out["command"].endswith(
+        "then, for its shapes (on an NVIDIA H100 80GB HBM3, 2026-12-06): python bench.py --tune --shapes x")

@@ -32,7 +32,7 @@ from .. import primitives as P
 from ..tiles import SWIZZLE_BYTES
 from .regs import device, divmod32, i32, u32, u64
 from .seams import CopyRoutine
-from .skeleton import _next_stage
+from .skeleton import ring_step
 
 #: The block's: the mbarriers' address, the tensor maps' (A's, B's 128 bytes
 #: after it), whether this thread issues the copies, its rank in the cluster.
@@ -179,7 +179,7 @@ def routine(cfg):
 
     wait, acquire, release = on_bars(rg)
     setup, stage, issue = device(setup), device(stage), device(issue)
-    next_stage = _next_stage(cfg.shared_view)
+    next_stage = ring_step(cfg.shared_view)
 
     def fill(ctx, sbase, A, B, z, zb, m0, n0, tid, dims, g, off, k0, kb, ke):
         cs = setup(ctx, sbase, A, B, z, zb, m0, n0, tid, 0, dims)

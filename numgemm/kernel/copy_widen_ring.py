@@ -35,7 +35,7 @@ from .copy_widen import (
     _registers,
 )
 from .regs import device, generated, inlined
-from .skeleton import _next_stage
+from .skeleton import ring_step
 
 Block = namedtuple("Block", "bars policy")
 State = namedtuple("State", "bars copies")
@@ -85,7 +85,7 @@ def routine(cfg):
     wait, acquire, release = copy_tma.on_bars(rg)
     # setup is inlined by Numba: the state holds the per-thread registers (a local array).
     setup, stage, land = inlined(setup), device(stage), device(land)
-    fill = _fill(cfg, setup, stage, threads.issue, land, acquire, _next_stage(cfg.shared_view), threads.commit)
+    fill = _fill(cfg, setup, stage, threads.issue, land, acquire, ring_step(cfg.shared_view), threads.commit)
     return threads._replace(start=device(start), setup=setup, stage=stage, land=land, wait=wait, acquire=acquire,
                             release=release, fill=fill)
 

@@ -40,12 +40,12 @@ def kernel_function(cfg, warp_rt, copy_rt):
     init, frags, load_frags, compute, store = warp_rt[:5]      # (no prefetch: its epilogue loads its factors)
     start_copies, setup_copies, stage_copies, issue, land, commit, wait, all_inside, _, _, _ = copy_rt  # no producer
     tile_steps = _tile_steps(sv, warp_rt, issue)
-    tile_of, warp_tiles, copiers, barrier, next_stage = (_tile_of(cfg), _warp_tiles(cfg), _copiers(cfg),
-                                                         _barrier(cfg), _next_stage(sv))
+    tile_of, warp_tiles, copiers, barrier, next_stage = (tile_order(cfg), _warp_tiles(cfg), _copiers(cfg),
+                                                         _barrier(cfg), ring_step(sv))
     bm, bn, bkb, stages, stage_bytes = cfg.bm, cfg.bn, cfg.bk_bytes, cfg.stages, sv.stage_bytes
     warps_n, warps_k, warps_mn = cfg.warps_n, cfg.warps_k, cfg.warps_m * cfg.warps_n
     k_stagger, spread, double, interior = cfg.k_stagger, cfg.copy_parts > 1, cfg.reg_buffers == 2, cfg.interior
-    k_part, split, stage_of = _k_part(cfg), cfg.split_k, _stage_of(cfg, stage_copies)
+    k_part, split, stage_of = split_k_part(cfg), cfg.split_k, _stage_of(cfg, stage_copies)
     finish = _finish(cfg, sv, store)
 
     def gemm_kernel(A, B, C, M, N, K, KB, NB, c_aligned, tmaps):
@@ -198,7 +198,7 @@ def _stage_of(cfg, stage_copies):
     return device(stage_of)
 
 
-def _k_part(cfg):
+def split_k_part(cfg):
     """k_part(zc, ktiles) -> (k0, count) of a split-K kernel: the k-tiles the
     block of grid.z index zc sums, the zc % split_k-th of split_k equal runs
     (the last shorter or empty), k0 its first."""
@@ -237,7 +237,7 @@ def _barrier(cfg):
     return device(lambda: cuda.syncthreads())
 
 
-def _next_stage(sv):
+def ring_step(sv):
     """next_stage(off): the byte offset of the stage after the one at off (a ring)."""
     stage_bytes, pipe_bytes = sv.stage_bytes, sv.stages * sv.stage_bytes
 
@@ -247,7 +247,7 @@ def _next_stage(sv):
     return device(next_stage)
 
 
-def _tile_of(cfg):
+def tile_order(cfg):
     """tile_of(pid, tiles_m, tiles_n): the output tile (row, column) of block
     pid; groups of `raster` tile rows share their B tiles in L2 while they run."""
     raster = cfg.raster

@@ -47,7 +47,7 @@ from numba import cuda
 from .. import primitives as P
 from ..tiles import SWIZZLE_BYTES, WGMMA_PARTS
 from .regs import device, divmod32, i32, u8, u32
-from .skeleton import _k_part, _next_stage, _tile_of
+from .skeleton import split_k_part, ring_step, tile_order
 from .warp_wgmma import partials, wait_0, wait_1
 
 
@@ -63,7 +63,7 @@ def kernel_function(cfg, warp_rt, copy_rt):
     regs = cfg.register_split           # the producer's registers to the consumers
     shrink, grow = (P.setmaxnreg("dec", regs[0]), P.setmaxnreg("inc", regs[1])) if regs else (nothing, nothing)
     persistent, cluster, share_a = cfg.persistent, cfg.cluster, cfg.multicast == "a"
-    k_part, split = _k_part(cfg), cfg.split_k
+    k_part, split = split_k_part(cfg), cfg.split_k
     c_tma, stagger, swap = cfg.c_tma, cfg.stagger, cfg.swap
     stream = cfg.stream_k
     stream_part, run_of, publish, gather = _stream_k(cfg) if stream else (None,) * 4
@@ -180,7 +180,7 @@ def _cluster_tile(cfg):
     (multicast="a": neighbouring columns of one row; tile_of walks the
     clusters); a CTA whose tile lies past M or N computes zeros (TMA fills
     them) and stores nothing."""
-    tile_of, cluster, share_a = _tile_of(cfg), cfg.cluster, cfg.multicast == "a"
+    tile_of, cluster, share_a = tile_order(cfg), cfg.cluster, cfg.multicast == "a"
 
     def cluster_tile(tile, pairs_m, tiles_n):
         if cluster == 1:
@@ -230,7 +230,7 @@ def _consume(cfg, warp_rt, copy_rt):
     compute, setup, wait, release = warp_rt.compute, copy_rt.setup, copy_rt.wait, copy_rt.release
     ptx = P.routines("inline")
     sv = cfg.shared_view                    # the stages as the consumers read them
-    next_stage, tile_a = _next_stage(sv), sv.tile_bytes_a
+    next_stage, tile_a = ring_step(sv), sv.tile_bytes_a
     split, stream = cfg.split_k, cfg.stream_k
 
     def consume(acc, ctx, sbase, A, B, z, zb, m0, n0, tid, lane, dims, a_rows, g, off, kb, ke, go_at, go_bar):

@@ -1,7 +1,7 @@
 """Split-K's second kernel: the partial sums of a split_k kernel added into C.
 
 A kernel with KernelConfig.split_k = S runs S blocks on each output tile,
-block s over the s-th run of k-tiles (skeleton._k_part), and stores its
+block s over the s-th run of k-tiles (skeleton.split_k_part), and stores its
 partial sum where batch z's slice z * S + s of a (batch * S, M, N)
 workspace lies; this kernel adds the S slices of each batch into C, one
 thread an element, in the workspace's dtype (f32 or s32), and (out="f16")

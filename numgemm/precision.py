@@ -262,7 +262,8 @@ def _fp8(name, encoding):
     return Precision(name, "float", 8, "f32", (32,), {"f32": f"{name}_f32"}, (0, 0, 0), "", "", np.uint8, np.float32,
                      (), f"mma_m16n8k32_{name}_f32", f"wgmma_m64n256k32_f32_{name}_{name}",
                      sass_mma=f"QMMA.{{m}}{{n}}{{k}}.F32.{t}.{t}", sass_wgmma=f"QGMMA.{{m}}x{{n}}x{{k}}.F32.{t}.{t}",
-                     wgmma_ns=(128, 256), dtype_names=False, encoding=encoding, tuned_as="int8", min_cc=(8, 9),
+                     wgmma_ns=(128, 256), swaps=True, wgmma_swap_ns=(16,), dtype_names=False, encoding=encoding,
+                     tuned_as="int8", min_cc=(8, 9),
                      narrows=("bf16", "f16"), library="scaled_mm",
                      mma_converted_on=((9, 0),), sum_error=4e-3)
 

@@ -44,7 +44,7 @@ TWINS = (
     Twin("mma_fp8.ptx", "mma.ptx", r"numgemm_mma_m16n8k32_s8_s32$", ("s8", "e4m3", "e5m2"), acc="s32",
          directives=".version 8.4\n.target sm_89\n.address_size 64\n",
          note="native on sm_89; sm_90 converts the operands to f16 for HMMA"),
-    Twin("wgmma_fp8.ptx", "wgmma.ptx", r"numgemm_wgmma_m64n(128|256)k32_s32_s8_s8$", ("s8", "e4m3", "e5m2"),
+    Twin("wgmma_fp8.ptx", "wgmma.ptx", r"numgemm_wgmma_m64n(16|128|256)k32_s32_s8_s8$", ("s8", "e4m3", "e5m2"),
          acc="s32"),
 )
 

@@ -95,10 +95,11 @@ def _families(preset):
     }
     if not paper:
         _add_tuned(families, fp16, bf16, int8, int4)
-        for p, base in fp8.items():             # the TMA copies and wgmma (QGMMA) of INT8's kernels
+        for p, base in fp8.items():             # the TMA copies and wgmma (QGMMA) of INT8's kernels, swap's too
             families[p].update({f"{p}_ptx_tma": base.replace(copy="tma"),
                                 f"{p}_wgmma": families["int8"]["int8_wgmma"].replace(precision=p, acc="f32"),
-                                f"{p}_wgmma_cl1": families["int8"]["int8_wgmma_cl1"].replace(precision=p, acc="f32")})
+                                f"{p}_wgmma_cl1": families["int8"]["int8_wgmma_cl1"].replace(precision=p, acc="f32"),
+                                f"{p}_wgmma_swap": families["int8"]["int8_wgmma_swap"].replace(precision=p, acc="f32")})
     return families
 
 

@@ -75,7 +75,8 @@ def kernels(precision, cc):
                  get("int8_ptx_mma_k32_m16").replace(split_k=4, split_sum="last")],
         "bf16": [get("bf16_ptx_tma"), get("bf16_wgmma"), get("bf16_wgmma").replace(out="bf16", c_tma=True),
                  registry.layout_twin(get("bf16_wgmma"), "nk")],
-        **{p: [get(f"{p}_ptx_tma"), get(f"{p}_wgmma"), get(f"{p}_wgmma").replace(out="bf16")] for p in registry.FLOAT8},
+        **{p: [get(f"{p}_ptx_tma"), get(f"{p}_wgmma"), get(f"{p}_wgmma").replace(out="bf16"), get(f"{p}_wgmma_swap")]
+           for p in registry.FLOAT8},
         "int4": [get("int4_ptx_unpack_s8_tma"), get("int4_wgmma_unpack_s8"), get("int4_wgmma_unpack_s8_swap")],
     }[precision]
     return [None] + [c for c in named if c.unsupported(cc) is None]

@@ -217,15 +217,15 @@ def test_widening_pass_stages_a_narrow_and_b_wide():
 
 
 def test_swap_is_c_transposed_from_tma_kernels():
-    """swap: C^T from INT4's pass kernel or INT8's TMA kernels (tiles 16
-    columns wide only there), stored from registers."""
+    """swap: C^T from INT4's pass kernel or INT8's and FP8's TMA kernels
+    (tiles 16 columns wide only there), stored from registers."""
     from numgemm import registry
 
     swap = registry.get("int4_wgmma_unpack_s8_swap")
     assert swap.swap and swap.unpack == "pass" and not swap.stage_c and swap.name.endswith("_aregs_swap")
     narrow = registry.get("int8_wgmma_swap")
     assert narrow.bn == 16 and narrow.tma_box_rows == (64, 16) and narrow.name.endswith("_swap")
-    message = "swap: C\\^T from an INT8 or an unpack=pass INT4 TMA kernel"
+    message = "swap: C\\^T from an INT8, FP8 or unpack=pass INT4 TMA kernel"
     for cfg, bad in ((swap, dict(stage_c=True)), (swap, dict(split_k=2)), (narrow, dict(split_k=2)),
                      (registry.get("int4_wgmma_unpack_s8_ld"), dict(swap=True)),
                      (registry.get("fp16_wgmma"), dict(swap=True, stage_c=False))):

@@ -132,11 +132,12 @@ def test_the_sum_kernel_with_an_epilogue_builds_for_every_target():
 # --- on the GPU ------------------------------------------------------------------------
 
 #: Named kernels, one a store path: mma from registers (cp.async, TMA), its
-#: split-K sum kernel, wgmma staged, by TMA, rounding to BF16, FP8's both;
+#: split-K sum kernel, wgmma staged, by TMA, rounding to BF16, FP8's both and its C^T tiles;
 #: W8A8 (INT8's s32 sums converted): mma, wgmma, its C^T tiles, split-K; INT4.
 KERNELS = [("fp16_ptx_mma", {}), ("fp16_ptx_tma", dict(out="f16")), ("fp16_ptx_mma_m16", dict(split_k=3)),
            ("fp16_wgmma", {}), ("fp16_wgmma_c16", dict(c_tma=True)), ("bf16_wgmma", dict(out="bf16")),
            ("e4m3_ptx_mma", dict(out="f16")), ("e4m3_wgmma", dict(out="bf16")), ("e5m2_wgmma_cl1", {}),
+           ("e4m3_wgmma_swap", dict(out="bf16")),
            ("int8_ptx_tma", {}), ("int8_wgmma", dict(out="bf16")), ("int8_wgmma_swap", dict(out="bf16")),
            ("int8_ptx_mma_k32_m16", dict(split_k=3)), ("int4_wgmma_unpack_s8", {})]
 

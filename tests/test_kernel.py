@@ -319,6 +319,7 @@ def test_tma_operands_of_every_shape(name, rng):
                                          ("int4_wgmma_unpack_s8_swap", dict(bm=64, warps_m=4)),
                                          ("int8_wgmma_swap", {}), ("int8_wgmma_swap", dict(cluster=2)),
                                          ("int8_wgmma_swap", dict(bm=128, warps_m=8, stages=12, persistent=False)),
+                                         ("e4m3_wgmma_swap", {}), ("e5m2_wgmma_swap", dict(cluster=2)),
                                          ("fp16_wgmma", dict(b_layout="nk", cluster=2, persistent=True)),
                                          ("fp16_wgmma", dict(bn=128)), ("int8_wgmma", dict(bn=128, cluster=1)),
                                          ("int8_wgmma", dict(bm=64, warps_m=4, bn=128)),

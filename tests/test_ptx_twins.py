@@ -34,12 +34,12 @@ def test_each_f32_accumulating_fp16_routine_has_its_bf16_twin_and_nothing_else_d
 
 @pytest.mark.parametrize("typ", ["e4m3", "e5m2"])
 def test_int8s_k32_routines_have_fp8_twins_with_f32_sums(typ):
-    """mma m16n8k32 and wgmma at N = 128, 256: the same operands, the sums'
-    registers f32, the instruction's types, wgmma's imm-scale-a and -b."""
+    """mma m16n8k32 and wgmma at N = 128, 256 and swap's 16: the same operands,
+    the sums' registers f32, the instruction's types, wgmma's imm-scale-a and -b."""
     routines = primitives.ROUTINES
     sources = [r for t in TWINS if typ in t.types for r in _sources(t)]
     assert sorted(r.name for r in sources) == ["mma_m16n8k32_s8_s32", "wgmma_m64n128k32_s32_s8_s8",
-                                               "wgmma_m64n256k32_s32_s8_s8"]
+                                               "wgmma_m64n16k32_s32_s8_s8", "wgmma_m64n256k32_s32_s8_s8"]
     for r in sources:
         twin = routines[r.name.replace("_s8", f"_{typ}").replace("_s32", "_f32")]
         assert twin.path.endswith("_fp8.ptx") and [op.regs for op in twin.inputs] == [op.regs for op in r.inputs]

@@ -30,7 +30,7 @@ from numba import cuda
 from .. import primitives as P
 from ..precision import NARROW
 from ..tiles import SWIZZLE_BYTES, WGMMA_PARTS, wgmma_acc_arrays
-from .regs import ACC, bits_of, device, generated, i32, inlined, u8, u32, u64, zeroed
+from .regs import ACC, device, generated, i32, inlined, u8, u32, u64, zeroed
 from .seams import WarpRoutine
 from .warp_mma import _store
 
@@ -129,7 +129,8 @@ def _transposed(cfg, n_acc):
     else:
         value = device(lambda v: v)
     env = {"bm": cfg.bm, "bn": cfg.bn, "global_addr": P.global_addr, "u32": u32, "u64": u64, "value": value,
-           "st": ptx.st_global_b32, "bits": bits_of if cfg.stored == "f32" else u32}
+           "st": ptx.st_global_f32 if cfg.stored == "f32" else ptx.st_global_b32,
+           "bits": device(lambda v: v) if cfg.stored == "f32" else u32}
     return generated("store", "acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned", lines, env)
 
 
@@ -387,7 +388,7 @@ def rules(cfg):
                    "tile_scaled; with unpack=pass, always)")
     if cfg.swap and (not (cfg.unpack == "pass" or cfg.prec.swaps) or cfg.copy != "tma"
                      or cfg.stage_c or cfg.split_k > 1 or cfg.stream_k):
-        err.append("swap: C^T from an INT8 or an unpack=pass INT4 TMA kernel, stored transposed from "
+        err.append("swap: C^T from an INT8, FP8 or unpack=pass INT4 TMA kernel, stored transposed from "
                    "registers (no stage_c; no split-K or stream-K, whose workspaces hold C's own layout)")
     if w.exact and cfg.b_layout != "nk":
         err.append("wgmma: integer B is K-major only (b_layout=nk)")

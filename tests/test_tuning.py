@@ -116,7 +116,8 @@ def test_shipped_winners_cover_every_class(monkeypatch, tmp_path):
     """The package's sm_90 winners: an entry for each precision at every
     shape --tune measures, and for FP16 with B as an N x K weight at every
     --shapes llm shape (4096^3 and 8192^3 take the 2048^3 one) and at a small
-    Llama's layer shapes, each a valid config that gemm() chooses there."""
+    Llama's layer shapes, FP8 (e4m3, tuned on an H100) where INT8's winners
+    do not carry over, each a valid config that gemm() chooses there."""
     doc = json.loads(SHIPPED.read_text())
     assert doc["arch"] == "sm_90" and doc["device"] and doc["date"]
     got = {(e["precision"], e["config"]["b_layout"], e["m"], e["n"], e["k"]) for e in doc["entries"]}
@@ -124,7 +125,8 @@ def test_shipped_winners_cover_every_class(monkeypatch, tmp_path):
     # TinyLlama's layer shapes (scripts/model_forward.py) at 16, 128 and 512 tokens, as nn.Linear stores them
     model = {(m, n, k) for m in (16, 128, 512) for n, k in ((2048, 2048), (256, 2048), (5632, 2048), (2048, 5632))}
     assert got == {(p, "kn" if p == "fp16" else "nk", *s) for p in ("fp16", "int8", "int4") for s in tune.SHAPES} | \
-        {("fp16", "nk", *s) for s in llm} | {("fp16", "nk", *s) for s in model}
+        {("fp16", "nk", *s) for s in llm} | {("fp16", "nk", *s) for s in model} | \
+        {("e4m3", "nk", *s) for s in ((512, 512, 512), (1024, 1024, 1024), (64, 4096, 4096))}
     # No user file in the way; the kernel cache stays the user's, so that a warm run builds nothing.
     monkeypatch.setattr(tuning, "winners_files", lambda arch: [tmp_path / f"{arch}.json", SHIPPED])
     tuning._entries.cache_clear()

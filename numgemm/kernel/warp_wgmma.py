@@ -122,15 +122,15 @@ def _transposed(cfg, n_acc):
     for e, dr, dc in cells:
         lines += [f"if r0 + {dr} < M and c0 + {dc} < N:",
                   f"    C[u32(z), u32(c0 + {dc}), u32(r0 + {dr})] = value(acc[{e}])"]
-    ptx = P.routines("inline")
+    ptx, same = P.routines("inline"), device(lambda v: v)
     if cfg.out:
         to_bits = getattr(ptx, NARROW[cfg.out].cvt)
         value = device(lambda v: to_bits(v, 0.0) & 0xFFFF)
     else:
-        value = device(lambda v: v)
+        value = same
     env = {"bm": cfg.bm, "bn": cfg.bn, "global_addr": P.global_addr, "u32": u32, "u64": u64, "value": value,
            "st": ptx.st_global_f32 if cfg.stored == "f32" else ptx.st_global_b32,
-           "bits": device(lambda v: v) if cfg.stored == "f32" else u32}
+           "bits": same if cfg.stored == "f32" else u32}
     return generated("store", "acc, C, z, m0, n0, wr0, wc0, M, N, tid, c_aligned", lines, env)
 
 

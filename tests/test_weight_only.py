@@ -104,8 +104,10 @@ def test_a_wgmma_tile_that_cannot_be_built_is_refused_by_name():
 
     with pytest.raises(ValueError, match="bn one of"):
         W4A16Wgmma(bn=96)
-    with pytest.raises(ValueError, match="stages 4..6"):
-        W4A16Wgmma(stages=7)
+    with pytest.raises(ValueError, match="stages 4..8"):
+        W4A16Wgmma(stages=9)
+    with pytest.raises(ValueError, match="more than the 227 KiB"):
+        W4A16Wgmma(bn=256, wgs=2, stages=8)
 
 
 CASES = [("fp16", False, 1, 8, 128), ("fp16", True, 5, 136, 640), ("fp16", False, 16, 1032, 256),

@@ -3,24 +3,28 @@
 Past a few dozen tokens W4A16 is a GEMM, not a read of the weight, and
 mma.sync tops out near 500 TFLOPS on Hopper (docs/findings.md, W4A16).
 This kernel computes C^T = W X^T with wgmma m64nNk16, the weight's rows as
-the instruction's M (Machete's plan): each consumer warp reads its A
-registers of a group (128 k) straight from global memory, two 16-byte
-loads a lane in numgemm.quant's wgmma layout (PackedW4.wgmma_words: a word
-is one row's eight k of two k16 steps), widens them with
-ptx_asm/dequant_u4.ptx's _scaled routine into (u - z) * s, rounded once to
-the activations' format, and issues wgmma with A from registers. The
-activations (X's rows: the instruction's N) come by cp.async into a ring of
-stages in the 128-byte swizzle, as TMA would land them, and are B through a
-K-major descriptor. Unlike the mma.sync kernel (numgemm/kernel/w4a16.py),
-whose f32 sums are scaled a group at a time, the scale rounds each weight:
-the accumulators span every group.
+the instruction's M (Machete's plan): each consumer thread takes its A
+registers of a group (128 k) from two 16-byte pieces in numgemm.quant's
+wgmma layout (PackedW4.wgmma_words: a word is one row's eight k of two k16
+steps), widens them with ptx_asm/dequant_u4.ptx's _scaled routine into
+(u - z) * s, rounded once to the activations' format, and issues wgmma with
+A from registers. The activations (X's rows: the instruction's N) are B,
+read through a K-major descriptor from the 128-byte swizzle. Unlike the
+mma.sync kernel (numgemm/kernel/w4a16.py), whose f32 sums are scaled a
+group at a time, the scale rounds each weight: the accumulators span every
+group.
 
-Every thread loads, widens and issues; a block is `wgs` consumer
-warpgroups of 64 weight rows over `bn` activation rows. A k-tile (64 k, 128
-bytes of a row) ends with wgmma.wait_group 1, so that the stage read two
-k-tiles ago is free once the block has met at the next k-tile's barrier: the
-ring keeps stages - 2 k-tiles in flight. C^T leaves through shared memory,
-staged as C's rows, and is stored 16 bytes at a time.
+Everything a k-tile reads comes by cp.async through one ring of stages:
+the activations' k-tile (64 k, 128 bytes a row), and with each even k-tile
+its group's weights (each thread's own two pieces), scales and zero points,
+so that the ring's stages - 2 k-tiles in flight hide the weights' latency
+too (loaded a group ahead into registers they were not: at 64 rows a
+k-tile's wgmmas take less time than a load from memory). Every thread
+copies, widens and issues; a block is `wgs` warpgroups of 64 weight rows
+over `bn` activation rows. A k-tile ends with wgmma.wait_group 1, so that
+the stage read two k-tiles ago is free once the block has met at the next
+k-tile's barrier. C^T leaves through shared memory, staged as C's rows, and
+is stored 16 bytes at a time.
 """
 
 import functools
@@ -31,7 +35,7 @@ from numba import cuda, types
 from .. import primitives as P
 from ..precision import NARROW, PRECISIONS, W4A16_ACTIVATIONS
 from ..quant import GROUP
-from .regs import OUT, device, generated, i32, setter, u8, u32, u64
+from .regs import OUT, device, generated, i32, u8, u32, u64
 
 #: activation rows a tile (the wgmma's N) with a routine in ptx_asm/wgmma.ptx's _rs forms
 BNS = (64, 128, 256)
@@ -49,7 +53,7 @@ class W4A16Wgmma:
     zeros: bool = False         # zero points per group and row (else signed weights: z = 8)
     bn: int = 128               # activation rows a tile: the wgmma's N
     wgs: int = 2                # consumer warpgroups, 64 weight rows (C columns) each
-    stages: int = 6             # k-tiles of activations in shared memory (stages - 2 in flight)
+    stages: int = 6             # k-tiles in shared memory (stages - 2 in flight)
 
     min_blocks = 1
     arch_specific = True        # wgmma: sm_90a; ptxas's serialised wgmmas are refused
@@ -58,9 +62,9 @@ class W4A16Wgmma:
         if self.act not in W4A16_ACTIVATIONS or self.out not in ("f32", *NARROW):
             raise ValueError(f"W4A16 wgmma: act one of {', '.join(W4A16_ACTIVATIONS)}, out f32 or one of "
                              f"{', '.join(NARROW)}; got act={self.act!r}, out={self.out!r}")
-        if self.bn not in BNS or self.wgs not in (1, 2) or not 4 <= self.stages <= 6:
-            raise ValueError(f"W4A16 wgmma: bn one of {BNS}, wgs 1 or 2, stages 4..6 (cp.async.wait_group "
-                             f"1..3); got bn={self.bn}, wgs={self.wgs}, stages={self.stages}")
+        if self.bn not in BNS or self.wgs not in (1, 2) or not 4 <= self.stages <= 8:
+            raise ValueError(f"W4A16 wgmma: bn one of {BNS}, wgs 1 or 2, stages 4..8 (cp.async.wait_group "
+                             f"1..6); got bn={self.bn}, wgs={self.wgs}, stages={self.stages}")
         if (self.bn * 8) % self.threads:
             raise ValueError(f"W4A16 wgmma: a stage's {self.bn * 8} pieces of 16 bytes must split evenly over "
                              f"{self.threads} threads")
@@ -78,8 +82,21 @@ class W4A16Wgmma:
         return 64 * self.wgs
 
     @property
-    def stage_bytes(self):
+    def act_bytes(self):
+        """A stage's activations: bn rows of 128 bytes."""
         return self.bn * _ROW
+
+    @property
+    def group_bytes(self):
+        """A group's weights (16 bytes a piece, two a thread), scales (2 bytes
+        a row) and zero points (1), as an even k-tile's stage holds them."""
+        return self.threads * 32 + self.cols * 2 + (self.cols if self.zeros else 0)
+
+    @property
+    def stage_bytes(self):
+        """Activations, then a group's weights, scales and zeros; a multiple
+        of 1024, the swizzle's alignment."""
+        return self.act_bytes + -(-self.group_bytes // 1024) * 1024
 
     @property
     def c_pitch(self):
@@ -126,11 +143,12 @@ def choose(M, N, act="fp16", out="f16", zeros=False):
     """The tile for M activation rows: bn the smallest that holds them up to
     128 (past it, tiles of 128 rows); two warpgroups a block where the blocks
     still fill a GPU of 132 SMs, else one (more blocks, each reading all of its
-    activations)."""
+    activations); the deepest ring that fits."""
     bn = next((b for b in BNS[:2] if M <= b), 128)
     wgs = 2 if -(-M // bn) * -(-N // 128) >= 120 else 1
-    return W4A16Wgmma(act, out, zeros, bn, wgs)
-
+    stage = W4A16Wgmma(act, out, zeros, bn, wgs, 4).stage_bytes
+    stages = next(s for s in range(8, 3, -1) if s * stage + 1024 <= 227 * 1024)
+    return W4A16Wgmma(act, out, zeros, bn, wgs, stages)
 
 def _terms(act):
     """terms(z, s): the widening routine's zero terms and scale of a row, for
@@ -146,94 +164,93 @@ def _terms(act):
 @functools.cache
 def _kernel(spec):
     ptx = P.routines("inline")
-    bn, S, threads, cols = spec.bn, spec.stages, spec.threads, spec.cols
-    stage_bytes, pieces = spec.stage_bytes, spec.bn * 8 // spec.threads
+    bn, S, threads, cols, zeros = spec.bn, spec.stages, spec.threads, spec.cols, spec.zeros
+    stage_bytes, act_bytes, pieces = spec.stage_bytes, spec.act_bytes, spec.bn * 8 // spec.threads
+    s_at, z_at = act_bytes + threads * 32, act_bytes + threads * 32 + cols * 2     # a stage's scales, zeros
     wait_landed = getattr(ptx, f"cp_async_wait_{S - 3}")        # k-tile kt of the S - 2 in flight
-    cp_async, commit = ptx.cp_async_cg, ptx.cp_async_commit
-    ld4, put4 = ptx.ld_global_cg_v4, setter(4)
+    cp_async, cp_async_4, commit = ptx.cp_async_cg, ptx.cp_async_ca_4, ptx.cp_async_commit
+    ld_shared = ptx.ld_shared_v4_b32
     terms = _terms(spec.act)
     ktile0, ktile1 = (_ktile(spec, ptx, half) for half in (0, 1))
     store = _store(spec, ptx)
     n_acc = bn // 2
-    zeros = spec.zeros
 
     @device
-    def load_tile(base, abase, astride, m0, M, kt, KT, tid):
+    def load_stage(base, A, Q, S16, Z, m0, n0, M, N, kt, KT, tid):
         """k-tile kt of the block's activation rows into its stage (zeros past
-        M); a commit group each call, empty past K, so that the counts hold."""
+        M), and where kt is even its group's weights (thread tid's own two
+        pieces: its warp's rows, its lane's words), scales and zero points
+        (clamped into N: rows past it are never stored); a commit group each
+        call, empty past K, so that the counts hold."""
         if kt < KT:
-            dst0 = base + u32((kt % S) * stage_bytes)
+            stage = base + u32((kt % S) * stage_bytes)
+            abase, astride = P.global_addr(A, 0), A.strides[0]
             for i in range(pieces):
                 c = tid + i * threads
                 r, ch = c >> 3, c & 7
-                row = min(m0 + r, M - 1)
-                src = abase + u64(row) * u64(astride) + u64(kt * _ROW + ch * 16)
-                cp_async(dst0 + u32(r * _ROW + ((ch ^ (r & 7)) << 4)), src, m0 + r < M)
+                src = abase + u64(min(m0 + r, M - 1)) * u64(astride) + u64(kt * _ROW + ch * 16)
+                cp_async(stage + u32(r * _ROW + ((ch ^ (r & 7)) << 4)), src, m0 + r < M)
+            if (kt & 1) == 0:
+                grp, lane, blk = kt >> 1, tid & 31, (n0 >> 4) + (tid >> 5)
+                for h in range(2):
+                    src = P.global_addr(Q, 0) + u64((((blk * (KT >> 1) + grp) * 2 + h) * 32 + lane) * 16)
+                    cp_async(stage + u32(act_bytes + (2 * tid + h) * 16), src, blk < Q.shape[0])
+                if tid < cols // 8:                             # 8 rows' scales a piece
+                    cp_async(stage + u32(s_at + tid * 16), P.global_addr(S16, grp * N + min(n0 + tid * 8, N - 8)),
+                             True)
+                if zeros and tid < cols // 4:                   # 4 rows' zero points a piece
+                    cp_async_4(stage + u32(z_at + tid * 4), P.global_addr(Z, grp * N + min(n0 + tid * 4, N - 4)))
         commit()
 
     @device
-    def next_tile(base, abase, astride, m0, M, kt, KT, tid):
+    def next_stage(base, A, Q, S16, Z, m0, n0, M, N, kt, KT, tid):
         """The stage of k-tile kt, once every thread's copies into it have
-        landed; the k-tile S - 2 on sent into the stage that the block's
+        landed; k-tile kt + S - 2 sent into the stage that the block's
         wgmmas of k-tile kt - 2 read (each warpgroup waited for them before
         this barrier)."""
         wait_landed()
         P.fence_proxy_async()                      # cp.async's writes, seen by wgmma's proxy
         cuda.syncthreads()
-        load_tile(base, abase, astride, m0, M, kt + S - 2, KT, tid)
+        load_stage(base, A, Q, S16, Z, m0, n0, M, N, kt + S - 2, KT, tid)
         return base + u32((kt % S) * stage_bytes)
 
     @device
-    def load_words(nxt, qbase, blk, blocks, grp, groups, lane):
-        """Group grp's words of the warp's 16 rows: row g's four (h = 0), then row g + 8's."""
-        for h in range(2):
-            src = qbase + u64((((blk * groups + grp) * 2 + h) * 32 + lane) * 16)
-            put4(nxt, 4 * h, ld4(src, blk < blocks and grp < groups))
-
-    @device
-    def row_terms(S16, Z, grp, groups, r, N):
-        """(zl, zh, s) of row r in group grp (clamped into the weight)."""
-        g = min(grp, groups - 1)
-        rr = min(r, N - 1)
-        z = u32(Z[g, rr]) if zeros else u32(8)
-        return terms(z, u32(S16[g, rr]))
+    def row_terms(stage, raw, r):
+        """(zl, zh, s) of the block's weight row r, from its group's stage."""
+        s = cuda.shared.array(0, types.uint16)[(stage - raw + u32(s_at)) // u32(2) + u32(r)]
+        z = u32(cuda.shared.array(0, u8)[stage - raw + u32(z_at) + u32(r)]) if zeros else u32(8)
+        return terms(z, u32(s))
 
     def w4a16_wgmma(A, Q, S16, Z, C, M, N, K):
         tid = cuda.threadIdx.x
         lane, warp = tid & 31, tid >> 5                   # warp: of the block; its 16 weight rows
-        g = lane >> 2
-        m0 = cuda.blockIdx.x * bn
-        r0 = cuda.blockIdx.y * cols + warp * 16           # the warp's first weight row
-        blk, blocks = r0 >> 4, Q.shape[0]
-        groups, KT = K >> 7, K >> 6
+        m0, n0 = cuda.blockIdx.x * bn, cuda.blockIdx.y * cols
+        KT = K >> 6
         raw = P.shared_addr(cuda.shared.array(0, u8), 0)
         base = (raw + u32(1023)) & u32(0xFFFFFC00)
-        abase, astride, qbase = P.global_addr(A, 0), A.strides[0], P.global_addr(Q, 0)
         for kt in range(S - 2):
-            load_tile(base, abase, astride, m0, M, kt, KT, tid)
+            load_stage(base, A, Q, S16, Z, m0, n0, M, N, kt, KT, tid)
         acc = cuda.local.array(n_acc, types.float32)
         for e in range(n_acc):
             acc[e] = 0
         q = cuda.local.array(8, u32)
-        nxt = cuda.local.array(8, u32)
-        load_words(nxt, qbase, blk, blocks, 0, groups, lane)
-        t0n, t1n = row_terms(S16, Z, 0, groups, r0 + g, N), row_terms(S16, Z, 0, groups, r0 + g + 8, N)
-        for grp in range(groups):
-            for e in range(8):
-                q[e] = nxt[e]
-            t0, t1 = t0n, t1n
-            load_words(nxt, qbase, blk, blocks, grp + 1, groups, lane)
-            t0n = row_terms(S16, Z, grp + 1, groups, r0 + g, N)
-            t1n = row_terms(S16, Z, grp + 1, groups, r0 + g + 8, N)
-            b_tile = next_tile(base, abase, astride, m0, M, 2 * grp, KT, tid)
-            ktile0(acc, q, t0, t1, b_tile)
+        mine = u32(act_bytes + 32 * tid)                 # this thread's two pieces of weights in a stage
+        row = warp * 16 + (lane >> 2)
+        for kt in range(0, KT, 2):
+            stage = next_stage(base, A, Q, S16, Z, m0, n0, M, N, kt, KT, tid)
+            w0, w1 = ld_shared(stage + mine), ld_shared(stage + mine + u32(16))
+            for e in range(4):
+                q[e] = w0[e]
+                q[4 + e] = w1[e]
+            t0, t1 = row_terms(stage, raw, row), row_terms(stage, raw, row + 8)
+            ktile0(acc, q, t0, t1, stage)
             P.wgmma_wait_1()
-            b_tile = next_tile(base, abase, astride, m0, M, 2 * grp + 1, KT, tid)
-            ktile1(acc, q, t0, t1, b_tile)
+            stage = next_stage(base, A, Q, S16, Z, m0, n0, M, N, kt + 1, KT, tid)
+            ktile1(acc, q, t0, t1, stage)
             P.wgmma_wait_1()
         P.wgmma_wait_0()
         cuda.syncthreads()
-        store(acc, C, base, raw, m0, cuda.blockIdx.y * cols, M, N, tid)
+        store(acc, C, base, raw, m0, n0, M, N, tid)
 
     w4a16_wgmma.__name__ = spec.name
     return w4a16_wgmma

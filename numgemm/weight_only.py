@@ -161,6 +161,17 @@ def choose(M, N, w, fmt, dev, C):
     return w4a16.choose(M, N, dev.MULTIPROCESSOR_COUNT, w.precision, fmt, zeros)
 
 
+def rounds(M, w):
+    """The format that gemm(x, w) rounds each dequantised weight to for M
+    rows of x on the current GPU: the activations' where the wgmma kernel
+    runs (C aligned, as a new C is), else None (mma.sync scales the f32
+    sums instead); what quant.dequantize_w4's rounded= takes for the
+    reference of such a call."""
+    has_layout = isinstance(w, PackedW4) or w.wgmma_words is not None
+    wgmma = M >= WGMMA_ROWS and has_layout and cuda.get_current_device().compute_capability >= (9, 0)
+    return w.precision if wgmma else None
+
+
 @functools.cache
 def _function(spec, device_id):
     """spec's kernel loaded on device_id, allowed its rings' shared memory (once)."""

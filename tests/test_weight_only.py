@@ -12,24 +12,18 @@ from numgemm.precision import NARROW, PRECISIONS
 from numgemm.quant import dequantize_w4, prepack_w4
 
 
-def layer(rng, n, k, precision="fp16", zeros=False, rounded=False):
+def layer(rng, n, k, precision="fp16", zeros=False, rows=None):
     """(PackedW4, its float64 N x K weight) of fresh random weights, scales and
-    zero points; rounded: each weight rounded to the activations' format, as
-    the wgmma kernel multiplies them."""
+    zero points; rows: the M of the calls it is the reference of, each weight
+    rounded as gemm() rounds it for so many rows (weight_only.rounds)."""
     w = rng.integers(0, 16, (n, k)) if zeros else rng.integers(-8, 8, (n, k))
     s = rng.uniform(0.005, 0.02, (n, k // 128)).astype(np.float32)
     z = rng.integers(0, 16, (n, k // 128)) if zeros else None
     p = prepack_w4(w, s, z, precision=precision)
     bits = p.scales.T if precision == "bf16" else p.scales.T.view(np.float16)   # the scales as rounded
-    return p, dequantize_w4(w, bits, z, precision if rounded else None)
+    from numgemm.weight_only import rounds
+    return p, dequantize_w4(w, bits, z, None if rows is None else rounds(rows, p))
 
-
-def runs_wgmma(M):
-    """Whether gemm() runs W4A16's wgmma kernel for M rows on this GPU."""
-    from numba import cuda
-
-    from numgemm import weight_only
-    return M >= weight_only.WGMMA_ROWS and cuda.get_current_device().compute_capability >= (9, 0)
 
 
 def activations(rng, shape, precision):
@@ -120,7 +114,7 @@ CASES = [("fp16", False, 1, 8, 128), ("fp16", True, 5, 136, 640), ("fp16", False
 def test_w4a16_matches_the_dequantised_product(rng, precision, zeros, M, N, K):
     from numba import cuda
 
-    p, w = layer(rng, N, K, precision, zeros, rounded=runs_wgmma(M))
+    p, w = layer(rng, N, K, precision, zeros, rows=M)
     x = activations(rng, (M, K), precision)
     want = PRECISIONS[precision].decode(x) @ w.T
     got = numgemm.gemm(x, p)                                         # NumPy in, NumPy out
@@ -150,7 +144,7 @@ def test_w4a16_variants_match_the_dequantised_product(rng, monkeypatch, fields):
         return dataclasses.replace(spec, **fields)
     monkeypatch.setattr(w4a16, "choose", variant)
     for precision, zeros, M, N, K in CASES:
-        p, w = layer(rng, N, K, precision, zeros)
+        p, w = layer(rng, N, K, precision, zeros, rows=M)
         x = activations(rng, (M, K), precision)
         got = numgemm.gemm(x, p)
         assert operands.mismatch(got, PRECISIONS[precision].decode(x) @ w.T, precision) is None, (M, N, K)
@@ -184,7 +178,9 @@ def test_w4a16_wgmma_matches_the_rounded_weights(rng, monkeypatch, fields):
     monkeypatch.setattr(weight_only, "WGMMA_ROWS", 1)
     monkeypatch.setattr(weight_only, "choose", variant)
     for precision, zeros, M, N, K in WGMMA_CASES:
-        p, w = layer(rng, N, K, precision, zeros, rounded=True)
+        seed = int(rng.integers(1 << 30))
+        (p, rounded), (_, exact) = (layer(np.random.default_rng(seed), N, K, precision, zeros, rows)
+                                    for rows in (M, None))             # (WGMMA_ROWS = 1: rounded at every M)
         x = activations(rng, (M, K), precision)
         c_type = np.float32 if fields.get("out") == "f32" else PRECISIONS[precision].narrow_out
         out = cuda.to_device(np.full((M, N), np.nan, np.float32).astype(c_type) if c_type != np.uint16
@@ -192,11 +188,8 @@ def test_w4a16_wgmma_matches_the_rounded_weights(rng, monkeypatch, fields):
         numgemm.gemm(cuda.to_device(x), p, out=out)
         assert isinstance(picked[-1], W4A16Wgmma), picked[-1]
         got, a = out.copy_to_host(), PRECISIONS[precision].decode(x)
-        assert operands.mismatch(got, a @ w.T, precision) is None, (M, N, K)
-        _, plain = layer(np.random.default_rng(seed := int(rng.integers(1 << 30))), N, K, precision, zeros)
-        p2, _ = layer(np.random.default_rng(seed), N, K, precision, zeros)
-        got2 = numgemm.gemm(x, p2)                 # the same weight: within its format's grain of the exact one
-        err = np.linalg.norm(PRECISIONS[precision].decode(got2) - a @ plain.T) / np.linalg.norm(a @ plain.T)
+        assert operands.mismatch(got, a @ rounded.T, precision) is None, (M, N, K)
+        err = np.linalg.norm(PRECISIONS[precision].decode(got) - a @ exact.T) / np.linalg.norm(a @ exact.T)
         assert err < 2.0 ** -NARROW[PRECISIONS[precision].narrow].digits, (M, N, K, err)
 
 
@@ -227,6 +220,6 @@ def test_w4a16_layers_in_turn_stay_right(rng):
     assert numgemm.gemm(np.zeros((0, p.k), np.float16), p).shape == (0, p.n)       # no rows: an empty C
     for _ in range(3):
         for p, w in layers:
-            M = int(rng.integers(1, 40))
+            M = int(rng.integers(1, 100))                 # mma.sync, and from 64 rows wgmma on Hopper
             x = activations(rng, (M, p.k), "fp16")
             assert operands.mismatch(numgemm.gemm(x, p), x.astype(np.float64) @ w.T, "fp16") is None

@@ -203,15 +203,13 @@ def _kernel(spec):
         commit()
 
     @device
-    def next_stage(base, A, Q, S16, Z, m0, n0, M, N, kt, KT, tid):
+    def ready(base, kt):
         """The stage of k-tile kt, once every thread's copies into it have
-        landed; k-tile kt + S - 2 sent into the stage that the block's
-        wgmmas of k-tile kt - 2 read (each warpgroup waited for them before
-        this barrier)."""
+        landed and every warpgroup has waited for its wgmmas of k-tile kt - 1
+        (so that the stage they read two k-tiles ago, kt + S - 2's, is free)."""
         wait_landed()
         P.fence_proxy_async()                      # cp.async's writes, seen by wgmma's proxy
         cuda.syncthreads()
-        load_stage(base, A, Q, S16, Z, m0, n0, M, N, kt + S - 2, KT, tid)
         return base + u32((kt % S) * stage_bytes)
 
     @device
@@ -236,17 +234,21 @@ def _kernel(spec):
         q = cuda.local.array(8, u32)
         mine = u32(act_bytes + 32 * tid)                 # this thread's two pieces of weights in a stage
         row = warp * 16 + (lane >> 2)
+        # each k-tile's copies are sent once its wgmmas are, so that they run while the copies' address
+        # arithmetic issues
         for kt in range(0, KT, 2):
-            stage = next_stage(base, A, Q, S16, Z, m0, n0, M, N, kt, KT, tid)
+            stage = ready(base, kt)
             w0, w1 = ld_shared(stage + mine), ld_shared(stage + mine + u32(16))
             for e in range(4):
                 q[e] = w0[e]
                 q[4 + e] = w1[e]
             t0, t1 = row_terms(stage, raw, row), row_terms(stage, raw, row + 8)
             ktile0(acc, q, t0, t1, stage)
+            load_stage(base, A, Q, S16, Z, m0, n0, M, N, kt + S - 2, KT, tid)
             P.wgmma_wait_1()
-            stage = next_stage(base, A, Q, S16, Z, m0, n0, M, N, kt + 1, KT, tid)
+            stage = ready(base, kt + 1)
             ktile1(acc, q, t0, t1, stage)
+            load_stage(base, A, Q, S16, Z, m0, n0, M, N, kt + S - 1, KT, tid)
             P.wgmma_wait_1()
         P.wgmma_wait_0()
         cuda.syncthreads()

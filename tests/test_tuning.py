@@ -117,7 +117,8 @@ def test_shipped_winners_cover_every_class(monkeypatch, tmp_path):
     shape --tune measures, and for FP16 with B as an N x K weight at every
     --shapes llm shape (4096^3 and 8192^3 take the 2048^3 one) and at a small
     Llama's layer shapes, FP8 (e4m3, tuned on an H100) where INT8's winners
-    do not carry over, each a valid config that gemm() chooses there."""
+    do not carry over, BF16 (tuned on an H100) where FP16's were slower than
+    its own search's, each a valid config that gemm() chooses there."""
     doc = json.loads(SHIPPED.read_text())
     assert doc["arch"] == "sm_90" and doc["device"] and doc["date"]
     got = {(e["precision"], e["config"]["b_layout"], e["m"], e["n"], e["k"]) for e in doc["entries"]}
@@ -126,7 +127,8 @@ def test_shipped_winners_cover_every_class(monkeypatch, tmp_path):
     model = {(m, n, k) for m in (16, 128, 512) for n, k in ((2048, 2048), (256, 2048), (5632, 2048), (2048, 5632))}
     assert got == {(p, "kn" if p == "fp16" else "nk", *s) for p in ("fp16", "int8", "int4") for s in tune.SHAPES} | \
         {("fp16", "nk", *s) for s in llm} | {("fp16", "nk", *s) for s in model} | \
-        {("e4m3", "nk", *s) for s in ((512, 512, 512), (1024, 1024, 1024), (64, 4096, 4096))}
+        {("e4m3", "nk", *s) for s in ((512, 512, 512), (1024, 1024, 1024), (64, 4096, 4096))} | \
+        {("bf16", "kn", *s) for s in ((512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048), (1, 4096, 4096))}
     # No user file in the way; the kernel cache stays the user's, so that a warm run builds nothing.
     monkeypatch.setattr(tuning, "winners_files", lambda arch: [tmp_path / f"{arch}.json", SHIPPED])
     tuning._entries.cache_clear()

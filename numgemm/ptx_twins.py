@@ -39,7 +39,7 @@ class Twin:
 
 TWINS = (
     Twin("mma_bf16.ptx", "mma.ptx", r"numgemm_mma_m16n8k\d+_f16_f32$", ("f16", "bf16")),
-    Twin("wgmma_bf16.ptx", "wgmma.ptx", r"numgemm_wgmma_m64n\d+k16_f32_f16_f16(_tb)?$", ("f16", "bf16")),
+    Twin("wgmma_bf16.ptx", "wgmma.ptx", r"numgemm_wgmma_m64n\d+k16_f32_f16_f16(_tb|_rs)?$", ("f16", "bf16")),
     # FP8's mma.sync is sm_89's (PTX 8.4); sm_90 runs it by converting to f16 for HMMA
     Twin("mma_fp8.ptx", "mma.ptx", r"numgemm_mma_m16n8k32_s8_s32$", ("s8", "e4m3", "e5m2"), acc="s32",
          directives=".version 8.4\n.target sm_89\n.address_size 64\n",

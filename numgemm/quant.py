@@ -84,7 +84,11 @@ class PackedW4:
     scales (K/128, N) uint16: each group's scale per column, as the bits of
            the activations' format;
     zeros  (K/128, N) uint8 or None: each group's zero point per column (u4
-           weights mean u - z); None: signed weights, stored as u = s + 8."""
+           weights mean u - z); None: signed weights, stored as u = s + 8.
+
+    The wgmma kernel (numgemm/kernel/w4a16_wgmma.py) reads the same u4 in
+    another order, wgmma_words(), made from words on first use: each GPU
+    that runs both kernels holds both (a quarter of FP16's bytes each)."""
     words: np.ndarray
     scales: np.ndarray
     zeros: object
@@ -92,6 +96,8 @@ class PackedW4:
     k: int
     precision: str                      # the activations' and C's format: "fp16" or "bf16"
     _on: dict = field(default_factory=dict, repr=False)
+    _wgmma_on: dict = field(default_factory=dict, repr=False)
+    _wgmma: list = field(default_factory=list, repr=False)
 
     @property
     def shape(self):
@@ -107,6 +113,50 @@ class PackedW4:
             words, scales = (cuda.to_device(np.ascontiguousarray(x)) for x in (self.words, self.scales))
             return words, scales, no_zeros() if self.zeros is None else cuda.to_device(self.zeros)
         return on_this_gpu(self._on, copies)
+
+    def wgmma_words(self):
+        """The weight's u4 as the wgmma kernel's A registers take them:
+        (ceil(N/16), K/128, 2, 32, 4) uint32; for the 16-row block b, group
+        G, half h and lane l = 4 g + t of a warp, four words of row
+        16 b + 8 h + g, word j its k 128 G + 32 j + (0..31) of lane t: k step
+        2 j + (i >> 1)'s k 2t, 2t + 1 (i even) or 2t + 8, 2t + 9 (i odd) in
+        nibbles i and i + 4, the A fragment's registers in dequant_u4's order.
+        Rows past N (N not a multiple of 16) are zeros. Host, made once."""
+        if not self._wgmma:
+            self._wgmma.append(wgmma_layout(unprepack_words(self.words)))
+        return self._wgmma[0]
+
+    def device_wgmma(self):
+        """device()'s arrays with wgmma_words() in place of words, copied to
+        the current GPU on first use."""
+        from numba import cuda
+
+        return on_this_gpu(self._wgmma_on, lambda: (cuda.to_device(self.wgmma_words()), *self.device()[1:]))
+
+
+def unprepack_words(words):
+    """prepack_w4's words read back as the (N, K) u4 they hold."""
+    n8, groups = words.shape[:2]
+    shifts = 4 * np.arange(8, dtype=np.uint32)
+    nib = ((words[..., None] >> shifts) & 15).astype(np.uint8)        # (N/8, G, 32 lanes, 4 words, 8)
+    pairs = np.stack([nib[..., :4], nib[..., 4:]], axis=-1)            # nibble i: even k, i + 4: odd k
+    lanes = pairs.reshape(n8, groups, 8, 4, 32)                        # (block, group, row r, t, 32 k)
+    return lanes.transpose(0, 2, 1, 3, 4).reshape(8 * n8, groups * GROUP)
+
+
+def wgmma_layout(u):
+    """(N, K) u4 -> PackedW4.wgmma_words()'s layout."""
+    n, k = u.shape
+    if n % 16:
+        u = np.concatenate([u, np.zeros((16 - n % 16, k), u.dtype)])
+    # k of a group = 32 j + 16 sp + 8 e + 2 t + lh: word j, register i = 2 sp + e, t, low or high half
+    v = u.reshape(-1, 2, 8, k // GROUP, 4, 2, 2, 4, 2)                  # (b, h, g, G, j, sp, e, t, lh)
+    v = v.transpose(0, 3, 1, 2, 7, 4, 5, 6, 8).astype(np.uint32)       # (b, G, h, g, t, j, sp, e, lh)
+    v = v.reshape(*v.shape[:6], 4, 2)
+    words = np.zeros(v.shape[:6], np.uint32)
+    for i in range(4):
+        words |= (v[..., i, 0] << (4 * i)) | (v[..., i, 1] << (4 * i + 16))
+    return np.ascontiguousarray(words.reshape(words.shape[0], k // GROUP, 2, 32, 4))
 
 
 def on_this_gpu(held, make):
@@ -184,16 +234,24 @@ def prepack_w4(weight, scales, zeros=None, precision=None):
     return PackedW4(words, np.ascontiguousarray(bits.T), zeros, n, k, precision)
 
 
-def dequantize_w4(weight, scales, zeros=None):
+def dequantize_w4(weight, scales, zeros=None, rounded=None):
     """The float64 N x K weight that prepack_w4's arguments mean: (w - z)
     times its group's scale (the reference W4A16 is checked against; scales
-    as the kernel reads them: rounded to the activations' format first)."""
+    as the kernel reads them: rounded to the activations' format first).
+    rounded: a precision ("fp16", "bf16"), each weight rounded to its format
+    once, as the wgmma kernel multiplies them ((w - z) * s is exact in
+    float32: a 4-bit integer times a 16-bit scale)."""
     weight, scales = _host(weight, "weight").astype(np.float64), _host(scales, "scales")
     if scales.dtype == np.uint16:                   # bfloat16's bits
         scales = (scales.astype(np.uint32) << 16).view(np.float32)
     s = np.repeat(np.asarray(scales, np.float64), GROUP, axis=1)
     z = 0.0 if zeros is None else np.repeat(_host(zeros, "zeros").astype(np.float64), GROUP, axis=1)
-    return (weight - z) * s
+    w = (weight - z) * s
+    if rounded is None:
+        return w
+    from .precision import PRECISIONS
+    prec = PRECISIONS[rounded]
+    return np.asarray(prec.decode(prec.encode(w.astype(np.float32))), np.float64)
 
 
 def _scale_bits(scales, precision):

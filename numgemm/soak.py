@@ -222,7 +222,9 @@ class W4Call:
         self.packed = prepack_w4(w, rng.uniform(0.005, 0.02, (n, k // GROUP)).astype(np.float32), z,
                                  precision=precision)
         bits = self.packed.scales.T                         # as rounded: bfloat16's bits, or float16's
-        self.dense = dequantize_w4(w, bits if PRECISIONS[precision].encoding else bits.view(np.float16), z)
+        bits = bits if PRECISIONS[precision].encoding else bits.view(np.float16)
+        # the float64 weight, and each weight rounded to the activations' format (the wgmma kernel's)
+        self.dense = {r: dequantize_w4(w, bits, z, r) for r in (None, precision)}
         self.precision, self.lib, self.shape = precision, lib, (n, k)
 
     def run_and_check(self, rng, new_c):
@@ -230,6 +232,7 @@ class W4Call:
         from numba import cuda
 
         import numgemm
+        from numgemm import weight_only
 
         (n, k), prec = self.shape, PRECISIONS[self.precision]
         self.m = int(rng.choice(DIMS["M"]))
@@ -238,7 +241,8 @@ class W4Call:
                                                                np.float32))
         c = numgemm.gemm(_to_device(self.lib, x, prec.encoding_of(x.dtype)), self.packed, out=out)
         cuda.synchronize()
-        return operands.mismatch(_host(c), prec.decode(x) @ self.dense.T, self.precision)
+        dense = self.dense[weight_only.rounds(self.m, self.packed)]
+        return operands.mismatch(_host(c), prec.decode(x) @ dense.T, self.precision)
 
     def describe(self):
         return f"W4A16 {self.precision} {self.m}x{self.shape[0]}x{self.shape[1]}" \

@@ -75,27 +75,29 @@ def _(x, weight, bias=None, activation=None):
 
 @torch.library.custom_op("numgemm::w4a16", mutates_args=())
 def w4a16(x: torch.Tensor, words: torch.Tensor, scales: torch.Tensor, zeros: Optional[torch.Tensor],
-          precision: str) -> torch.Tensor:
+          precision: str, wgmma_words: Optional[torch.Tensor] = None) -> torch.Tensor:
     """W4A16: x (..., K) times the INT4 weight whose prepack_w4 arrays these
     are (PackedW4's words, scales, zeros and precision: "fp16" or "bf16",
-    x's format), on x's GPU (W4Linear holds them); C in x's dtype, as
-    numgemm.gemm(x, packed) computes it."""
+    x's format, and optionally its wgmma_words()), on x's GPU (W4Linear holds
+    them); C in x's dtype, as numgemm.gemm(x, packed) computes it."""
     from .weight_only import Resident
     from .weight_only import gemm as w4_gemm
 
-    return w4_gemm(x, Resident(words, scales, zeros, precision))
+    return w4_gemm(x, Resident(words, scales, zeros, precision, wgmma_words))
 
 
 @w4a16.register_fake
-def _(x, words, scales, zeros, precision):
+def _(x, words, scales, zeros, precision, wgmma_words=None):
     return x.new_empty((*x.shape[:-1], 8 * words.shape[0]))
 
 
 class W4Linear(torch.nn.Module):
     """An nn.Linear whose weight is INT4 (a numgemm.quant.PackedW4): its
     arrays as buffers (moved by .to() / .cuda() with the module, saved in
-    its state_dict), forward through numgemm::w4a16, plus the bias where
-    there is one (in torch, after)."""
+    its state_dict), the wgmma kernel's layout of the weight among them
+    (PackedW4.wgmma_words: the INT4 bytes twice, for mma.sync at few rows and
+    wgmma at many), forward through numgemm::w4a16, plus the bias where there
+    is one (in torch, after)."""
 
     def __init__(self, packed, bias=None):
         super().__init__()
@@ -103,10 +105,11 @@ class W4Linear(torch.nn.Module):
         self.register_buffer("words", torch.from_numpy(packed.words.view(np.int32)))
         self.register_buffer("scales", torch.from_numpy(packed.scales.view(np.int16)))
         self.register_buffer("zeros", None if packed.zeros is None else torch.from_numpy(packed.zeros))
+        self.register_buffer("wgmma_words", torch.from_numpy(packed.wgmma_words().view(np.int32)))
         self.bias = None if bias is None else torch.nn.Parameter(torch.as_tensor(bias), requires_grad=False)
 
     def forward(self, x):
-        y = torch.ops.numgemm.w4a16(x, self.words, self.scales, self.zeros, self.precision)
+        y = torch.ops.numgemm.w4a16(x, self.words, self.scales, self.zeros, self.precision, self.wgmma_words)
         return y if self.bias is None else y + self.bias.to(y.dtype)
 
     def extra_repr(self):

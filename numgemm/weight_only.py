@@ -3,8 +3,9 @@
 numgemm.gemm(x, w) comes here when w is a numgemm.quant.PackedW4: x float16
 (w made with float16 scales) or bfloat16 (torch's, ml_dtypes', or uint16
 bits), C (..., N) in x's format, or float32 (out_dtype). The kernel is
-numgemm.kernel.w4a16's, chosen by M and N, built once and kept in numgemm's
-kernel cache; the weight's device copy is held by the PackedW4.
+numgemm.kernel.w4a16's (mma.sync), or on Hopper from WGMMA_ROWS rows
+numgemm.kernel.w4a16_wgmma's, chosen by M and N, built once and kept in
+numgemm's kernel cache; the weight's device copies are held by the PackedW4.
 """
 
 import functools
@@ -15,6 +16,7 @@ from numba import cuda
 from . import checks, frameworks, views
 from .launches import Launch
 from .precision import NARROW, PRECISIONS
+from .kernel.w4a16_wgmma import W4A16Wgmma
 from .quant import GROUP, PackedW4, no_zeros
 
 #: out_dtype -> the kernel's C format, by the weight's precision (None: the activations' own).
@@ -24,17 +26,24 @@ _OUT = {"float32": "f32", **{n.dtype_name: n.name for n in NARROW.values()}}
 class Resident:
     """A PackedW4's arrays already on a GPU, held by their owner (a torch
     module's buffers: numgemm.torch.W4Linear): words (N/8, K/128, 32, 4) of
-    4 bytes, scales (K/128, N) of 2, zeros (K/128, N) of 1 or None, as
-    PackedW4's, in any framework; what gemm() takes in a PackedW4's place."""
+    4 bytes, scales (K/128, N) of 2, zeros (K/128, N) of 1 or None, and
+    optionally wgmma_words (ceil(N/16), K/128, 2, 32, 4) of 4 bytes, as
+    PackedW4's, in any framework; what gemm() takes in a PackedW4's place
+    (without wgmma_words, W4A16 runs on mma.sync at every M)."""
 
-    def __init__(self, words, scales, zeros, precision):
+    def __init__(self, words, scales, zeros, precision, wgmma_words=None):
         shapes = [tuple(x.shape) for x in (words, scales)]
         n, k = 8 * shapes[0][0], GROUP * shapes[0][1] if len(shapes[0]) == 4 else 0
         if len(shapes[0]) != 4 or shapes[0][2:] != (32, 4) or shapes[1] != (k // GROUP, n) or \
                 (zeros is not None and tuple(zeros.shape) != shapes[1]):
             raise ValueError(f"W4A16's resident weight: words (N/8, K/128, 32, 4), scales and zeros (K/128, N); "
                              f"got {shapes[0]}, {shapes[1]}, {None if zeros is None else tuple(zeros.shape)}")
+        wgmma_shape = (-(-n // 16), k // GROUP, 2, 32, 4)
+        if wgmma_words is not None and tuple(wgmma_words.shape) != wgmma_shape:
+            raise ValueError(f"W4A16's resident weight: wgmma_words {wgmma_shape} for words {shapes[0]}, "
+                             f"got {tuple(wgmma_words.shape)}")
         self.words, self.scales, self.zeros, self.precision, self.n, self.k = words, scales, zeros, precision, n, k
+        self.wgmma_words = wgmma_words
 
     def device(self):
         """(words, scales, zeros) as the kernel takes them: Numba views of
@@ -42,6 +51,10 @@ class Resident:
         views = [frameworks.numba_view(x) for x in (self.words, self.scales)]
         return (views[0].view(np.uint32), views[1].view(np.uint16),
                 no_zeros() if self.zeros is None else frameworks.numba_view(self.zeros).view(np.uint8))
+
+    def device_wgmma(self):
+        """device()'s arrays with wgmma_words in place of words."""
+        return (frameworks.numba_view(self.wgmma_words).view(np.uint32), *self.device()[1:])
 
 
 def checked(a, w, out, out_dtype, refused):
@@ -85,7 +98,6 @@ def gemm(a, w, out=None, out_dtype=None, stream=None, **refused):
     """C = a @ dequantised(w).T (see the module): a new C in a's framework,
     or out (its shape (..., N), its dtype C's)."""
     from .kernel import launch_args
-    from .kernel.w4a16 import choose
 
     M, fmt = checked(a, w, out, out_dtype, refused)
     if out is not None and out_dtype is None:
@@ -111,20 +123,53 @@ def gemm(a, w, out=None, out_dtype=None, stream=None, **refused):
     c_dtype = np.float32 if fmt == "f32" else NARROW[fmt].dtype
     C, result = _output(out, (*lead, N), c_dtype, host, frameworks.Allocator(fw, device, handle),
                         NARROW[fmt].encoding if fmt in NARROW else "")
-    words, scales, zeros = w.device()
-    S = views.view(scales, (K // 128, N // 2), (2 * N, 4), np.uint32)
     dev = cuda.get_current_device()
     if M:                                       # no rows: an empty C, and no launch (a grid of 0 is an error)
-        spec = choose(M, N, dev.MULTIPROCESSOR_COUNT, w.precision, fmt, w.zeros is not None)
+        spec = choose(M, N, w, fmt, dev, C)
+        if isinstance(spec, W4A16Wgmma):
+            words, scales, zeros = w.device_wgmma()
+            args = (A, words, scales, zeros, C, M, N, K)
+        else:
+            words, scales, zeros = w.device()
+            args = (A, words, views.view(scales, (K // 128, N // 2), (2 * N, 4), np.uint32), zeros, C, M, N, K)
         fn = _function(spec, dev.id)
         Launch(fn.handle, spec.grid(M, N), spec.threads, spec.dynamic_bytes, handle,
-               launch_args(spec.argtypes(), (A, words, S, zeros, C, M, N, K)), spec.name)()
+               launch_args(spec.argtypes(), args), spec.name)()
     if host:
         from cuda.bindings import driver as drv
 
         frameworks.check(drv.cuStreamSynchronize(drv.CUstream(handle)))
         return result.copy_to_host()
     return result
+
+
+#: Rows of activations from which a Hopper GPU runs W4A16 on wgmma (w4a16_wgmma), a PackedW4's
+#: weight permitting; below them, mma.sync with the weight's words straight into B fragments.
+WGMMA_ROWS = 64
+
+
+def choose(M, N, w, fmt, dev, C):
+    """The kernel of a call: w4a16_wgmma's from WGMMA_ROWS rows on sm_90
+    (a weight that has its wgmma layout, and a C whose rows start at 16-byte
+    boundaries, which it stores whole), else w4a16's."""
+    from .kernel import w4a16, w4a16_wgmma
+    zeros = w.zeros is not None
+    has_layout = isinstance(w, PackedW4) or w.wgmma_words is not None
+    if M >= WGMMA_ROWS and has_layout and dev.compute_capability >= (9, 0) \
+            and C.device_ctypes_pointer.value % 16 == 0 and C.strides[0] % 16 == 0:
+        return w4a16_wgmma.choose(M, N, w.precision, fmt, zeros)
+    return w4a16.choose(M, N, dev.MULTIPROCESSOR_COUNT, w.precision, fmt, zeros)
+
+
+def rounds(M, w):
+    """The format that gemm(x, w) rounds each dequantised weight to for M
+    rows of x on the current GPU: the activations' where the wgmma kernel
+    runs (C aligned, as a new C is), else None (mma.sync scales the f32
+    sums instead); what quant.dequantize_w4's rounded= takes for the
+    reference of such a call."""
+    has_layout = isinstance(w, PackedW4) or w.wgmma_words is not None
+    wgmma = M >= WGMMA_ROWS and has_layout and cuda.get_current_device().compute_capability >= (9, 0)
+    return w.precision if wgmma else None
 
 
 @functools.cache

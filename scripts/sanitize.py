@@ -15,8 +15,9 @@ named and skipped. --split S runs the named kernels split over K S ways (at
 the default shape, 3 leaves some blocks an empty run). Under the sanitizer a
 tool's report, not this script's exit status, is the verdict
 (--error-exitcode makes it the exit status). --w4a16 adds W4A16 (gemm(x,
-prepack_w4(...))) at M 1, 5 and 37 (gemm()'s kernel for each: 8 rows, 16, two
-16-row tiles) with N 520 and K 384, FP16 and BF16, with and without zero points.
+prepack_w4(...))) at M 1, 5, 37, 70 and 300 (gemm()'s kernel for each: 8 rows,
+16, two 16-row tiles; on Hopper wgmma's 128-row and two 128-row tiles) with N
+520 and K 384, FP16 and BF16, with and without zero points.
 """
 
 import argparse
@@ -88,7 +89,7 @@ def _w4a16(rng, n=520, k=384):
     from numba import cuda
 
     import numgemm
-    from numgemm import operands
+    from numgemm import operands, weight_only
     from numgemm.precision import PRECISIONS
     from numgemm.quant import dequantize_w4, prepack_w4
 
@@ -99,8 +100,9 @@ def _w4a16(rng, n=520, k=384):
             w = rng.integers(0, 16, (n, k)) if zeros else rng.integers(-8, 8, (n, k))
             z = rng.integers(0, 16, (n, k // 128)) if zeros else None
             p = prepack_w4(w, rng.uniform(0.005, 0.02, (n, k // 128)).astype(np.float32), z, precision=precision)
-            ref_w = dequantize_w4(w, p.scales.T if prec.encoding else p.scales.T.view(np.float16), z)
-            for M in (1, 5, 37):
+            bits = p.scales.T if prec.encoding else p.scales.T.view(np.float16)
+            for M in (1, 5, 37, 70, 300):
+                ref_w = dequantize_w4(w, bits, z, weight_only.rounds(M, p))
                 x = prec.encode(rng.standard_normal((M, k)).astype(np.float32))
                 out = cuda.to_device(np.full((M, n), np.nan, np.float32))
                 numgemm.gemm(cuda.to_device(x), p, out=out)

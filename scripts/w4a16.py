@@ -2,6 +2,7 @@
 
     python scripts/w4a16.py --n 8192 --k 8192 --ms 1 16 64 256 [--precision bf16] [--zeros] [--burst]
     python scripts/w4a16.py --ms 1 16 --variants n8s=4 'n8s=8,min_blocks=1' ahead=False
+    python scripts/w4a16.py --ms 64 256 --variants rows=100000 'bn=256,wgs=1,stages=4'
 
 For each M: numgemm.gemm(x, prepack_w4(weight, scales)) (C in x's format)
 and torch.nn.functional.linear(x, W) with W the dequantised weight in x's
@@ -11,8 +12,10 @@ copies) in the bench's steady state (numgemm.timing.time_steady; --burst: a
 burst of 20 after 3 warm-up launches). Prints µs, the speedup over cuBLAS,
 and W4A16's GB/s on its bytes (the packed weight, its scales, x and C) as a
 share of the device-to-device copy bandwidth measured in the same run.
---variants: gemm()'s kernel (numgemm.kernel.w4a16.choose) with fields
-changed, each a row of its own after it.
+--variants: gemm()'s kernel (numgemm.weight_only.choose: w4a16's or
+w4a16_wgmma's) with fields changed, each a row of its own after it; rows=R
+sets numgemm.weight_only.WGMMA_ROWS for the row (the rows from which
+wgmma runs: 1 for wgmma at every M, 100000 for mma.sync).
 """
 
 import argparse
@@ -21,10 +24,11 @@ import dataclasses
 
 import numpy as np
 import torch
+from numba import cuda as numba_cuda
 
 import numgemm
 from numgemm import microbench, operands
-from numgemm.kernel import w4a16
+from numgemm import weight_only
 from numgemm.measure import rotations
 from numgemm.quant import GROUP, dequantize_w4, prepack_w4
 from numgemm.timing import time_gpu, time_steady
@@ -51,7 +55,7 @@ def main():
     dense = dequantize_w4(w, scales, z)                             # float64, the reference's
     w_bytes = packed.words.nbytes + packed.scales.nbytes + (0 if z is None else packed.zeros.nbytes)
     sets = rotations(w_bytes)
-    layers = [packed] + [dataclasses.replace(packed, _on={}) for _ in range(sets - 1)]   # device copies each
+    layers = [packed] + [dataclasses.replace(packed, _on={}, _wgmma_on={}) for _ in range(sets - 1)]  # copies each
     W = torch.from_numpy(dense.astype(np.float32)).to(tdtype).cuda()
     Ws = [W] + [W.clone() for _ in range(rotations(W.numel() * W.element_size()) - 1)]
     copy_gbs = microbench.measure_copy_bandwidth()
@@ -60,14 +64,16 @@ def main():
           f"{' with zero points' if args.zeros else ''}, N = {N}, K = {K}, group {GROUP}; {mode}; "
           f"copy bandwidth {copy_gbs:.0f} GB/s; {sets} weight copies, {len(Ws)} dense")
     print(f"{'M':>5} {'W4A16 us':>9} {'cuBLAS us':>9} {'speedup':>8} {'GB/s':>7} {'% copy':>7}  kernel")
-    chosen = w4a16.choose
+    chosen, rows = weight_only.choose, weight_only.WGMMA_ROWS
+    dev = numba_cuda.get_current_device()
     for M, changes in ((M, v) for M in args.ms for v in ["", *args.variants]):
         fields = {k: ast.literal_eval(v) for k, v in (f.split("=") for f in filter(None, changes.split(",")))}
-        w4a16.choose = lambda *a, **k: dataclasses.replace(chosen(*a, **k), **fields)    # noqa: B023
+        weight_only.WGMMA_ROWS = fields.pop("rows", rows)
+        weight_only.choose = lambda *a, **k: dataclasses.replace(chosen(*a, **k), **fields)    # noqa: B023
+        c16 = numba_cuda.device_array((M, N), np.uint16)
         try:
-            spec = w4a16.choose(M, N, torch.cuda.get_device_properties(0).multi_processor_count, args.precision,
-                                "f16" if args.precision == "fp16" else "bf16", args.zeros)
-        except ValueError as e:
+            spec = weight_only.choose(M, N, packed, "f16" if args.precision == "fp16" else "bf16", dev, c16)
+        except (ValueError, TypeError) as e:
             print(f"{M:>5} {changes}: {e}")
             continue
         x = torch.from_numpy(rng.standard_normal((M, K)).astype(np.float32)).to(tdtype).cuda()

@@ -51,6 +51,28 @@ def test_prepack_w4_holds_each_weight_where_the_kernel_reads_it(rng, zeros):
     assert (p.zeros is None) == (not zeros) and (not zeros or np.array_equal(p.zeros, z.T))
 
 
+def test_the_wgmma_layout_holds_each_weight_where_its_docstring_says(rng):
+    """PackedW4.wgmma_words(), read back word by word by the layout its
+    docstring states (rows past N zeros), and rounded references."""
+    from numgemm.quant import dequantize_w4, prepack_w4, unprepack_words
+
+    n, k = 24, 384
+    w = rng.integers(-8, 8, (n, k))
+    p = prepack_w4(w, rng.uniform(0.5, 2, (n, k // 128)).astype(np.float32))
+    assert np.array_equal(unprepack_words(p.words), w + 8)
+    words = p.wgmma_words()
+    assert words.shape == (2, 3, 2, 32, 4) and words.dtype == np.uint32 and p.wgmma_words() is words
+    b, grp, h, lane, j, i, lh = np.meshgrid(*map(np.arange, (2, 3, 2, 32, 4, 4, 2)), indexing="ij")
+    rows = 16 * b + 8 * h + (lane >> 2)
+    ks = 128 * grp + 32 * j + 16 * (i >> 1) + 8 * (i & 1) + 2 * (lane & 3) + lh
+    held = (words[b, grp, h, lane, j] >> (4 * (i + 4 * lh))) & 15
+    padded = np.concatenate([w + 8, np.zeros((8, k), np.int64)])
+    assert np.array_equal(held, padded[rows, ks])
+    third = np.full((1, 1), 1 / 3, np.float16)                    # 3 x f16(1/3) = 1 - 2**-12: a tie, to 1.0
+    exact, rounded = (dequantize_w4(np.full((1, 128), 3), third, rounded=r) for r in (None, "fp16"))
+    assert np.all(exact == 3 * np.float64(third[0, 0])) and np.all(rounded == 1.0)
+
+
 def test_prepack_w4_bf16_scales_and_the_reference(rng):
     from numgemm.precision import PRECISIONS
     from numgemm.quant import dequantize_w4, prepack_w4

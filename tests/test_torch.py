@@ -80,8 +80,9 @@ def w4_layer(rng, n, k, precision, zeros):
 
 def test_the_w4a16_operator_fakes_cs_shape_and_the_layer_holds_buffers(rng):
     layer, _ = w4_layer(rng, 40, 256, "bf16", True)
-    assert {name for name, _ in layer.named_buffers()} == {"words", "scales", "zeros"}
+    assert {name for name, _ in layer.named_buffers()} == {"words", "scales", "zeros", "wgmma_words"}
     assert layer.words.shape == (5, 2, 32, 4) and layer.scales.shape == (2, 40) and layer.zeros.shape == (2, 40)
+    assert layer.wgmma_words.shape == (3, 2, 2, 32, 4)
     x = torch.empty((3, 7, 256), dtype=torch.bfloat16, device="meta")
     y = torch.ops.numgemm.w4a16(x, layer.words.to("meta"), layer.scales.to("meta"), None, "bf16")
     assert y.shape == (3, 7, 40) and y.dtype == torch.bfloat16
@@ -89,19 +90,21 @@ def test_the_w4a16_operator_fakes_cs_shape_and_the_layer_holds_buffers(rng):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("precision, zeros", [("fp16", False), ("bf16", True)])
-def test_torch_compile_of_a_w4_linear_matches_eager(rng, precision, zeros):
+@pytest.mark.parametrize("tokens", [9, 40])
+def test_torch_compile_of_a_w4_linear_matches_eager(rng, precision, zeros, tokens):
     """W4Linear (its weight's arrays as buffers, moved with .cuda()) compiled
-    with fullgraph=True: eager's result exactly, and the dequantised product."""
+    with fullgraph=True: eager's result exactly, and the dequantised product;
+    18 rows on mma.sync, 80 on Hopper's wgmma (its layout a buffer too)."""
     from numgemm import operands
 
     layer, w = w4_layer(rng, 264, 512, precision, zeros)
     layer = layer.cuda()
     dtype = torch.float16 if precision == "fp16" else torch.bfloat16
-    x = torch.randn(2, 9, 512, dtype=dtype, device="cuda")
+    x = torch.randn(2, tokens, 512, dtype=dtype, device="cuda")
     with torch.no_grad():
         eager = layer(x)
         compiled = torch.compile(layer, fullgraph=True)(x)
-    assert eager.dtype == dtype and eager.shape == (2, 9, 264)
+    assert eager.dtype == dtype and eager.shape == (2, tokens, 264)
     np.testing.assert_array_equal(compiled.float().cpu().numpy(), eager.float().cpu().numpy())
     want = x.double().cpu().numpy() @ w.T
     got = eager.view(torch.int16).cpu().numpy().view(np.uint16) if dtype == torch.bfloat16 else eager.cpu().numpy()

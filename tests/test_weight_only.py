@@ -8,18 +8,22 @@ import pytest
 
 import numgemm
 from numgemm import operands
-from numgemm.precision import PRECISIONS
+from numgemm.precision import NARROW, PRECISIONS
 from numgemm.quant import dequantize_w4, prepack_w4
 
 
-def layer(rng, n, k, precision="fp16", zeros=False):
-    """(PackedW4, its float64 N x K weight) of fresh random weights, scales and zero points."""
+def layer(rng, n, k, precision="fp16", zeros=False, rows=None):
+    """(PackedW4, its float64 N x K weight) of fresh random weights, scales and
+    zero points; rows: the M of the calls it is the reference of, each weight
+    rounded as gemm() rounds it for so many rows (weight_only.rounds)."""
     w = rng.integers(0, 16, (n, k)) if zeros else rng.integers(-8, 8, (n, k))
     s = rng.uniform(0.005, 0.02, (n, k // 128)).astype(np.float32)
     z = rng.integers(0, 16, (n, k // 128)) if zeros else None
     p = prepack_w4(w, s, z, precision=precision)
     bits = p.scales.T if precision == "bf16" else p.scales.T.view(np.float16)   # the scales as rounded
-    return p, dequantize_w4(w, bits, z)
+    from numgemm.weight_only import rounds
+    return p, dequantize_w4(w, bits, z, None if rows is None else rounds(rows, p))
+
 
 
 def activations(rng, shape, precision):
@@ -70,6 +74,36 @@ def test_the_kernels_build_offline_without_local_memory(target):
         assert b.local_bytes == 0 and "LDL" not in b.sass, spec.name
 
 
+@pytest.mark.builds
+def test_the_wgmma_kernels_build_offline_for_sm_90a_without_local_memory():
+    """Every tile, both formats, zero points and C in float32; ptxas's
+    serialised wgmmas refused (strict): a k-tile is four wgmmas in two commit
+    groups, the A registers of each widened before its fence."""
+    from numgemm.kernel.w4a16_wgmma import W4A16Wgmma, choose
+    from numgemm.sass import build_many
+
+    specs = {choose(64, 8192), choose(256, 8192), W4A16Wgmma("bf16", "bf16", zeros=True, bn=64, wgs=1, stages=5),
+             W4A16Wgmma(out="f32", bn=256, wgs=1, stages=4)}
+    for spec in specs:
+        b = build_many(spec.function(), spec.argtypes(), ["sm_90a"], name=spec.name,
+                       launch_bounds=(spec.threads, 1), strict_ptxas=True)["sm_90a"]
+        kind = "F32.BF16" if spec.act == "bf16" else "F32"
+        mmas = [ln for ln in b.sass.splitlines() if "HGMMA." in ln]
+        assert len(mmas) == 8 and all(f"HGMMA.64x{spec.bn}x16.{kind} " in ln for ln in mmas), spec.name
+        assert b.local_bytes == 0 and "LDL" not in b.sass, spec.name
+
+
+def test_a_wgmma_tile_that_cannot_be_built_is_refused_by_name():
+    from numgemm.kernel.w4a16_wgmma import W4A16Wgmma
+
+    with pytest.raises(ValueError, match="bn one of"):
+        W4A16Wgmma(bn=96)
+    with pytest.raises(ValueError, match="stages 4..8"):
+        W4A16Wgmma(stages=9)
+    with pytest.raises(ValueError, match="more than the 227 KiB"):
+        W4A16Wgmma(bn=256, wgs=2, stages=8)
+
+
 CASES = [("fp16", False, 1, 8, 128), ("fp16", True, 5, 136, 640), ("fp16", False, 16, 1032, 256),
          ("fp16", True, 37, 264, 384), ("fp16", False, 100, 520, 1024), ("bf16", False, 1, 264, 512),
          ("bf16", True, 16, 40, 256), ("bf16", False, 70, 1024, 384)]
@@ -80,7 +114,7 @@ CASES = [("fp16", False, 1, 8, 128), ("fp16", True, 5, 136, 640), ("fp16", False
 def test_w4a16_matches_the_dequantised_product(rng, precision, zeros, M, N, K):
     from numba import cuda
 
-    p, w = layer(rng, N, K, precision, zeros)
+    p, w = layer(rng, N, K, precision, zeros, rows=M)
     x = activations(rng, (M, K), precision)
     want = PRECISIONS[precision].decode(x) @ w.T
     got = numgemm.gemm(x, p)                                         # NumPy in, NumPy out
@@ -110,10 +144,53 @@ def test_w4a16_variants_match_the_dequantised_product(rng, monkeypatch, fields):
         return dataclasses.replace(spec, **fields)
     monkeypatch.setattr(w4a16, "choose", variant)
     for precision, zeros, M, N, K in CASES:
-        p, w = layer(rng, N, K, precision, zeros)
+        p, w = layer(rng, N, K, precision, zeros, rows=M)
         x = activations(rng, (M, K), precision)
         got = numgemm.gemm(x, p)
         assert operands.mismatch(got, PRECISIONS[precision].decode(x) @ w.T, precision) is None, (M, N, K)
+
+
+WGMMA_CASES = [("fp16", False, 1, 8, 128), ("fp16", True, 70, 136, 640), ("fp16", False, 256, 1032, 256),
+               ("bf16", False, 129, 264, 512), ("bf16", True, 64, 40, 1024), ("fp16", False, 300, 2048, 768)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fields", [{}, dict(bn=64, wgs=1, stages=4), dict(bn=256, wgs=1, stages=4),
+                                    dict(bn=128, wgs=1, stages=5), dict(out="f32")], ids=str)
+def test_w4a16_wgmma_matches_the_rounded_weights(rng, monkeypatch, fields):
+    """The wgmma kernel at every M (WGMMA_ROWS = 1), its tiles and C in
+    float32: against the product with each weight rounded to the activations'
+    format at f32 sums' tolerance, and against the unrounded one at the
+    format's own rounding; rows past M and N and one group of K among them."""
+    from numba import cuda
+
+    from numgemm import weight_only
+    from numgemm.kernel.w4a16_wgmma import W4A16Wgmma
+    if cuda.get_current_device().compute_capability < (9, 0):
+        pytest.skip("wgmma is sm_90a's")
+    chosen = weight_only.choose
+    picked = []
+
+    def variant(*args):
+        spec = chosen(*args)
+        picked.append(spec)
+        return dataclasses.replace(spec, **fields) if isinstance(spec, W4A16Wgmma) else spec
+    monkeypatch.setattr(weight_only, "WGMMA_ROWS", 1)
+    monkeypatch.setattr(weight_only, "choose", variant)
+    for precision, zeros, M, N, K in WGMMA_CASES:
+        seed = int(rng.integers(1 << 30))
+        (p, rounded), (_, exact) = (layer(np.random.default_rng(seed), N, K, precision, zeros, rows)
+                                    for rows in (M, None))             # (WGMMA_ROWS = 1: rounded at every M)
+        x = activations(rng, (M, K), precision)
+        c_type = np.float32 if fields.get("out") == "f32" else PRECISIONS[precision].narrow_out
+        out = cuda.to_device(np.full((M, N), np.nan, np.float32).astype(c_type) if c_type != np.uint16
+                             else np.full((M, N), 0x7FC0, np.uint16))       # poisoned: NaN in either format
+        numgemm.gemm(cuda.to_device(x), p, out=out)
+        assert isinstance(picked[-1], W4A16Wgmma), picked[-1]
+        got, a = out.copy_to_host(), PRECISIONS[precision].decode(x)
+        assert operands.mismatch(got, a @ rounded.T, precision) is None, (M, N, K)
+        err = np.linalg.norm(PRECISIONS[precision].decode(got) - a @ exact.T) / np.linalg.norm(a @ exact.T)
+        assert err < 2.0 ** -NARROW[PRECISIONS[precision].narrow].digits, (M, N, K, err)
 
 
 @pytest.mark.gpu
@@ -143,6 +220,6 @@ def test_w4a16_layers_in_turn_stay_right(rng):
     assert numgemm.gemm(np.zeros((0, p.k), np.float16), p).shape == (0, p.n)       # no rows: an empty C
     for _ in range(3):
         for p, w in layers:
-            M = int(rng.integers(1, 40))
+            M = int(rng.integers(1, 100))                 # mma.sync, and from 64 rows wgmma on Hopper
             x = activations(rng, (M, p.k), "fp16")
             assert operands.mismatch(numgemm.gemm(x, p), x.astype(np.float64) @ w.T, "fp16") is None

@@ -18,6 +18,7 @@
     copy_threads.py    what the two per-thread copy paths share
     dp4a.py            INT8 on the CUDA cores (no tensor cores, no seams)
     w4a16.py           FP16/BF16 x INT4 weights, widened in registers (no seams)
+    w4a16_wgmma.py     the same on wgmma (sm_90a): the weights as A registers, the activations by cp.async
     regs.py            Numba register plumbing (getters, setters, generated code)
 """
 
@@ -183,8 +184,10 @@ def helper_cubin(spec, cc):
     (one with a spec: its name, describe(), argtypes(), function(),
     threads, min_blocks where more than one): split-K's sum
     (split_k.SplitSum), unpack="pass"'s widening (widen_pass.WidenPass),
-    W4A16's GEMM (w4a16.W4A16)."""
-    return _cached_cubin(spec, lambda _: spec.function(), spec.argtypes(), _helper_options(spec), cc, False)
+    W4A16's GEMMs (w4a16.W4A16, w4a16_wgmma.W4A16Wgmma: arch_specific, so
+    that ptxas's serialised wgmmas are refused)."""
+    return _cached_cubin(spec, lambda _: spec.function(), spec.argtypes(), _helper_options(spec), cc,
+                         getattr(spec, "arch_specific", False))
 
 
 def _helper_options(spec):

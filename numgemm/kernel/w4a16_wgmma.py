@@ -1,0 +1,326 @@
+"""W4A16 on wgmma (sm_90a): INT4 weights widened in registers as wgmma's A.
+
+Past a few dozen tokens W4A16 is a GEMM, not a read of the weight, and
+mma.sync tops out near 500 TFLOPS on Hopper (docs/findings.md, W4A16).
+This kernel computes C^T = W X^T with wgmma m64nNk16, the weight's rows as
+the instruction's M (Machete's plan): each consumer thread takes its A
+registers of a group (128 k) from two 16-byte pieces in numgemm.quant's
+wgmma layout (PackedW4.wgmma_words: a word is one row's eight k of two k16
+steps), widens them with ptx_asm/dequant_u4.ptx's _scaled routine into
+(u - z) * s, rounded once to the activations' format, and issues wgmma with
+A from registers. The activations (X's rows: the instruction's N) are B,
+read through a K-major descriptor from the 128-byte swizzle. Unlike the
+mma.sync kernel (numgemm/kernel/w4a16.py), whose f32 sums are scaled a
+group at a time, the scale rounds each weight: the accumulators span every
+group.
+
+Everything a k-tile reads comes by cp.async through one ring of stages:
+the activations' k-tile (64 k, 128 bytes a row), and with each even k-tile
+its group's weights (each thread's own two pieces), scales and zero points,
+so that the ring's stages - 2 k-tiles in flight hide the weights' latency
+too (loaded a group ahead into registers they were not: at 64 rows a
+k-tile's wgmmas take less time than a load from memory). Every thread
+copies, widens and issues; a block is `wgs` warpgroups of 64 weight rows
+over `bn` activation rows. A k-tile ends with wgmma.wait_group 1, so that
+the stage read two k-tiles ago is free once the block has met at the next
+k-tile's barrier. C^T leaves through shared memory, staged as C's rows, and
+is stored 16 bytes at a time.
+"""
+
+import functools
+from dataclasses import dataclass
+
+from numba import cuda, types
+
+from .. import primitives as P
+from ..precision import NARROW, PRECISIONS, W4A16_ACTIVATIONS
+from ..quant import GROUP
+from .regs import OUT, device, generated, i32, u8, u32, u64
+
+#: activation rows a tile (the wgmma's N) with a routine in ptx_asm/wgmma.ptx's _rs forms
+BNS = (64, 128, 256)
+_ROW = 128                  # bytes of a stage's row: 64 k of f16 or bf16, the 128-byte swizzle
+_SBO = 8 * _ROW             # the swizzle's 8-row period
+
+
+@dataclass(frozen=True)
+class W4A16Wgmma:
+    """A wgmma W4A16 kernel, as numgemm's kernel cache keys it (describe());
+    its name derives from its fields."""
+
+    act: str = "fp16"           # activations and the widened weights: fp16 | bf16
+    out: str = "f16"            # C: f16 | bf16 (the activations' own) | f32
+    zeros: bool = False         # zero points per group and row (else signed weights: z = 8)
+    bn: int = 128               # activation rows a tile: the wgmma's N
+    wgs: int = 2                # consumer warpgroups, 64 weight rows (C columns) each
+    stages: int = 6             # k-tiles in shared memory (stages - 2 in flight)
+
+    min_blocks = 1
+    arch_specific = True        # wgmma: sm_90a; ptxas's serialised wgmmas are refused
+
+    def __post_init__(self):
+        if self.act not in W4A16_ACTIVATIONS or self.out not in ("f32", *NARROW):
+            raise ValueError(f"W4A16 wgmma: act one of {', '.join(W4A16_ACTIVATIONS)}, out f32 or one of "
+                             f"{', '.join(NARROW)}; got act={self.act!r}, out={self.out!r}")
+        if self.bn not in BNS or self.wgs not in (1, 2) or not 4 <= self.stages <= 8:
+            raise ValueError(f"W4A16 wgmma: bn one of {BNS}, wgs 1 or 2, stages 4..8 (cp.async.wait_group "
+                             f"1..6); got bn={self.bn}, wgs={self.wgs}, stages={self.stages}")
+        if (self.bn * 8) % self.threads:
+            raise ValueError(f"W4A16 wgmma: a stage's {self.bn * 8} pieces of 16 bytes must split evenly over "
+                             f"{self.threads} threads")
+        if self.dynamic_bytes > 227 * 1024:
+            raise ValueError(f"W4A16 wgmma: {self.dynamic_bytes} bytes of shared memory, more than the 227 KiB "
+                             "a block may have (fewer stages or a smaller bn)")
+
+    @property
+    def threads(self):
+        return 128 * self.wgs
+
+    @property
+    def cols(self):
+        """C's columns a block computes (the weight's rows)."""
+        return 64 * self.wgs
+
+    @property
+    def act_bytes(self):
+        """A stage's activations: bn rows of 128 bytes."""
+        return self.bn * _ROW
+
+    @property
+    def group_bytes(self):
+        """A group's weights (16 bytes a piece, two a thread), scales (2 bytes
+        a row) and zero points (1), as an even k-tile's stage holds them."""
+        return self.threads * 32 + self.cols * 2 + (self.cols if self.zeros else 0)
+
+    @property
+    def stage_bytes(self):
+        """Activations, then a group's weights, scales and zeros; a multiple
+        of 1024, the swizzle's alignment."""
+        return self.act_bytes + -(-self.group_bytes // 1024) * 1024
+
+    @property
+    def c_pitch(self):
+        """Bytes of a staged row of C: its columns and 16 bytes more, so that
+        lanes writing 2t and 2t + 1 rows apart fall in different banks."""
+        return self.cols * self.c_size + 16
+
+    @property
+    def c_size(self):
+        return 4 if self.out == "f32" else 2
+
+    @property
+    def dynamic_bytes(self):
+        """The stages (C's staging reuses them), and 1024 to align their base."""
+        return max(self.stages * self.stage_bytes, self.bn * self.c_pitch) + 1024
+
+    @property
+    def name(self):
+        return (f"w4a16_{self.act}_wgmma_{self.cols}x{self.bn}x{GROUP}_s{self.stages}"
+                f"{'_zp' if self.zeros else ''}_c{self.out}")
+
+    def describe(self):
+        return {"kernel": self.name, "act": self.act, "out": self.out, "zeros": self.zeros, "bn": self.bn,
+                "wgs": self.wgs, "stages": self.stages}
+
+    def argtypes(self):
+        """A (M, K/2) uint32: rows 16-byte aligned, any row stride; the
+        weight's words (N/16, K/128, 2, 32, 4) (PackedW4.wgmma_words), scales
+        (K/128, N) uint16 and zeros (K/128, N) uint8 (1 x 1 where there are
+        none); C (M, N) in out's format, rows 16-byte aligned; M, N, K."""
+        return (types.Array(u32, 2, "A"), types.Array(u32, 5, "C"), types.Array(types.uint16, 2, "C"),
+                types.Array(u8, 2, "C"), types.Array(OUT[self.out], 2, "A"), i32, i32, i32)
+
+    def function(self):
+        return _kernel(self)
+
+    def grid(self, M, N):
+        """The activation tiles side by side (x), so that the blocks reading
+        one block of weights run together; then the weights' blocks (y)."""
+        return -(-M // self.bn), -(-N // self.cols), 1
+
+
+def choose(M, N, act="fp16", out="f16", zeros=False):
+    """The tile for M activation rows: bn the smallest that holds them up to
+    128 (past it, tiles of 128 rows); two warpgroups a block where the blocks
+    still fill a GPU of 132 SMs, else one (more blocks, each reading all of its
+    activations); the deepest ring that fits."""
+    bn = next((b for b in BNS[:2] if M <= b), 128)
+    wgs = 2 if -(-M // bn) * -(-N // 128) >= 120 else 1
+    stage = W4A16Wgmma(act, out, zeros, bn, wgs, 4).stage_bytes
+    stages = next(s for s in range(8, 3, -1) if s * stage + 1024 <= 227 * 1024)
+    return W4A16Wgmma(act, out, zeros, bn, wgs, stages)
+
+def _terms(act):
+    """terms(z, s): the widening routine's zero terms and scale of a row, for
+    z its zero point and s its scale's 16 bits, in both halves of a word."""
+    if PRECISIONS[act].narrow == "f16":
+        # 1024 + z in f16 is 0x6400 | z; -(64 + z) is 0xD400 + 16 z (z < 16)
+        return device(lambda z, s: (u32(0x64006400) | (z * u32(0x10001)),
+                                    u32(0xD400D400) + ((z << 4) * u32(0x10001)), s * u32(0x10001)))
+    # -(128 + z) in bf16 is 0xC300 | z (z < 16)
+    return device(lambda z, s: (u32(0xC300C300) | (z * u32(0x10001)), u32(0), s * u32(0x10001)))
+
+
+@functools.cache
+def _kernel(spec):
+    ptx = P.routines("inline")
+    bn, S, threads, cols, zeros = spec.bn, spec.stages, spec.threads, spec.cols, spec.zeros
+    stage_bytes, act_bytes, pieces = spec.stage_bytes, spec.act_bytes, spec.bn * 8 // spec.threads
+    s_at, z_at = act_bytes + threads * 32, act_bytes + threads * 32 + cols * 2     # a stage's scales, zeros
+    wait_landed = getattr(ptx, f"cp_async_wait_{S - 3}")        # k-tile kt of the S - 2 in flight
+    cp_async, cp_async_4, commit = ptx.cp_async_cg, ptx.cp_async_ca_4, ptx.cp_async_commit
+    ld_shared = ptx.ld_shared_v4_b32
+    terms = _terms(spec.act)
+    ktile0, ktile1 = (_ktile(spec, ptx, half) for half in (0, 1))
+    store = _store(spec, ptx)
+    n_acc = bn // 2
+
+    @device
+    def load_stage(base, A, Q, S16, Z, m0, n0, M, N, kt, KT, tid):
+        """k-tile kt of the block's activation rows into its stage (zeros past
+        M), and where kt is even its group's weights (thread tid's own two
+        pieces: its warp's rows, its lane's words), scales and zero points
+        (clamped into N: rows past it are never stored); a commit group each
+        call, empty past K, so that the counts hold."""
+        if kt < KT:
+            stage = base + u32((kt % S) * stage_bytes)
+            abase, astride = P.global_addr(A, 0), A.strides[0]
+            for i in range(pieces):
+                c = tid + i * threads
+                r, ch = c >> 3, c & 7
+                src = abase + u64(min(m0 + r, M - 1)) * u64(astride) + u64(kt * _ROW + ch * 16)
+                cp_async(stage + u32(r * _ROW + ((ch ^ (r & 7)) << 4)), src, m0 + r < M)
+            if (kt & 1) == 0:
+                grp, lane, blk = kt >> 1, tid & 31, (n0 >> 4) + (tid >> 5)
+                for h in range(2):
+                    src = P.global_addr(Q, 0) + u64((((blk * (KT >> 1) + grp) * 2 + h) * 32 + lane) * 16)
+                    cp_async(stage + u32(act_bytes + (2 * tid + h) * 16), src, blk < Q.shape[0])
+                if tid < cols // 8:                             # 8 rows' scales a piece
+                    cp_async(stage + u32(s_at + tid * 16), P.global_addr(S16, grp * N + min(n0 + tid * 8, N - 8)),
+                             True)
+                if zeros and tid < cols // 4:                   # 4 rows' zero points a piece
+                    cp_async_4(stage + u32(z_at + tid * 4), P.global_addr(Z, grp * N + min(n0 + tid * 4, N - 4)))
+        commit()
+
+    @device
+    def ready(base, kt):
+        """The stage of k-tile kt, once every thread's copies into it have
+        landed and every warpgroup has waited for its wgmmas of k-tile kt - 1
+        (so that the stage they read two k-tiles ago, kt + S - 2's, is free)."""
+        wait_landed()
+        P.fence_proxy_async()                      # cp.async's writes, seen by wgmma's proxy
+        cuda.syncthreads()
+        return base + u32((kt % S) * stage_bytes)
+
+    @device
+    def row_terms(stage, raw, r):
+        """(zl, zh, s) of the block's weight row r, from its group's stage."""
+        s = cuda.shared.array(0, types.uint16)[(stage - raw + u32(s_at)) // u32(2) + u32(r)]
+        z = u32(cuda.shared.array(0, u8)[stage - raw + u32(z_at) + u32(r)]) if zeros else u32(8)
+        return terms(z, u32(s))
+
+    def w4a16_wgmma(A, Q, S16, Z, C, M, N, K):
+        tid = cuda.threadIdx.x
+        lane, warp = tid & 31, tid >> 5                   # warp: of the block; its 16 weight rows
+        m0, n0 = cuda.blockIdx.x * bn, cuda.blockIdx.y * cols
+        KT = K >> 6
+        raw = P.shared_addr(cuda.shared.array(0, u8), 0)
+        base = (raw + u32(1023)) & u32(0xFFFFFC00)
+        for kt in range(S - 2):
+            load_stage(base, A, Q, S16, Z, m0, n0, M, N, kt, KT, tid)
+        acc = cuda.local.array(n_acc, types.float32)
+        for e in range(n_acc):
+            acc[e] = 0
+        q = cuda.local.array(8, u32)
+        mine = u32(act_bytes + 32 * tid)                 # this thread's two pieces of weights in a stage
+        row = warp * 16 + (lane >> 2)
+        # each k-tile's copies are sent once its wgmmas are, so that they run while the copies' address
+        # arithmetic issues
+        for kt in range(0, KT, 2):
+            stage = ready(base, kt)
+            w0, w1 = ld_shared(stage + mine), ld_shared(stage + mine + u32(16))
+            for e in range(4):
+                q[e] = w0[e]
+                q[4 + e] = w1[e]
+            t0, t1 = row_terms(stage, raw, row), row_terms(stage, raw, row + 8)
+            ktile0(acc, q, t0, t1, stage)
+            load_stage(base, A, Q, S16, Z, m0, n0, M, N, kt + S - 2, KT, tid)
+            P.wgmma_wait_1()
+            stage = ready(base, kt + 1)
+            ktile1(acc, q, t0, t1, stage)
+            load_stage(base, A, Q, S16, Z, m0, n0, M, N, kt + S - 1, KT, tid)
+            P.wgmma_wait_1()
+        P.wgmma_wait_0()
+        cuda.syncthreads()
+        store(acc, C, base, raw, m0, n0, M, N, tid)
+
+    w4a16_wgmma.__name__ = spec.name
+    return w4a16_wgmma
+
+
+def _ktile(spec, ptx, half):
+    """ktile(acc, q, t0, t1, b_tile): a k-tile's four k16 steps, in two
+    commit groups of two (the INT4 wgmma's A_GROUP): word 2 half + p of rows g
+    (q[0..3]) and g + 8 (q[4..7]) widened gives steps 2p and 2p + 1's A
+    registers; the second pair is widened after wait_group 1 has seen the
+    group before the first end, so that no register an issued wgmma still
+    reads is written."""
+    prec = PRECISIONS[spec.act]
+    narrow = prec.narrow
+    widen = getattr(ptx, f"dequant_u4_{narrow}x8_scaled")
+    mma = getattr(ptx, f"wgmma_m64n{spec.bn}k16_f32_{narrow}_{narrow}_rs")
+    n_acc = spec.bn // 2
+    if narrow == "f16":
+        call = "widen(q[{w}], t[0], t[1], t[2])"
+    else:
+        call = "widen(q[{w}], t[0], t[2])"
+    lines = ["db = desc(b_tile, u32(16), u32(sbo))", "d = (" + ", ".join(f"acc[{e}]" for e in range(n_acc)) + ")"]
+    for p in range(2):
+        w = 2 * half + p
+        if p:
+            lines += ["commit()", "wait_1()"]
+        lines += ["t = t0", f"x = {call.format(w=w)}", "t = t1", f"y = {call.format(w=w + 4)}", "fence()"]
+        for s in range(2):
+            kk = 2 * p + s          # k step in the k-tile: 32 bytes along the swizzled row
+            lines.append(f"d = mma(d, (x[{2 * s}], y[{2 * s}], x[{2 * s + 1}], y[{2 * s + 1}]), "
+                         f"db + u64({2 * kk}), u32(1))")
+    lines.append("commit()")
+    lines += [f"acc[{e}] = d[{e}]" for e in range(n_acc)]
+    env = {"desc": ptx.wgmma_desc_sw128, "widen": widen, "mma": mma, "fence": ptx.wgmma_fence,
+           "commit": ptx.wgmma_commit, "wait_1": ptx.wgmma_wait_1, "u32": u32, "u64": u64, "sbo": _SBO}
+    return generated(f"ktile{half}", "acc, q, t0, t1, b_tile", lines, env)
+
+
+def _store(spec, ptx):
+    """store(acc, C, base, raw, m0, n0, M, N, tid): C^T's accumulators
+    (d[4j + 2h + e] = C^T(16 w + g + 8h, 8j + 2t + e) of warp w) into the
+    stages as C's rows, each value rounded to out's format, then 16 bytes of
+    a row a thread at a time to C, rows past M and columns past N left out.
+    Written out: accumulators indexed in a loop would live in local memory."""
+    size, pitch, cols, bn = spec.c_size, spec.c_pitch, spec.cols, spec.bn
+    per_row = cols * size // 16
+    lines = ["lane, warp = tid & 31, tid >> 5", "g, t = lane >> 2, lane & 3",
+             f"first = (base - raw) // u32({size}) + u32(2 * t * {pitch // size} + warp * 16 + g)"]
+    for e in range(bn // 2):
+        j, h, x = e >> 2, (e >> 1) & 1, e & 1
+        at = (8 * j + x) * (pitch // size) + 8 * h
+        lines.append(f"buf[first + u32({at})] = value(acc[{e}])")
+    lines += ["cuda.syncthreads()",
+              f"for i in range({-(-bn * per_row // spec.threads)}):",
+              f"    c = tid + i * {spec.threads}",
+              f"    r, piece = c // {per_row}, c % {per_row}",
+              f"    col = n0 + piece * {16 // size}",
+              f"    if r < {bn} and m0 + r < M and col < N:",
+              f"        v = ld4(base + u32(r * {pitch} + piece * 16))",
+              "        st4(global_addr(C, 0) + u64(m0 + r) * u64(C.strides[0]) + u64(col * " + str(size) + "), v)"]
+    if spec.out == "f32":
+        value = device(lambda v: v)
+        buf_type = types.float32
+    else:
+        to_bits = getattr(ptx, NARROW[spec.out].cvt)
+        value = device(lambda v: types.uint16(to_bits(v, 0.0) & 0xFFFF))
+        buf_type = types.uint16
+    env = {"cuda": cuda, "u32": u32, "u64": u64, "value": value, "ld4": ptx.ld_shared_v4_b32,
+           "st4": ptx.st_global_v4_b32, "global_addr": P.global_addr, "buf_type": buf_type}
+    lines.insert(0, "buf = cuda.shared.array(0, buf_type)")
+    return generated("store", "acc, C, base, raw, m0, n0, M, N, tid", lines, env)

@@ -93,6 +93,31 @@ def test_the_wgmma_kernels_build_offline_for_sm_90a_without_local_memory():
         assert b.local_bytes == 0 and "LDL" not in b.sass, spec.name
 
 
+@pytest.mark.builds
+@pytest.mark.parametrize("act, out", [("fp16", "f16"), ("bf16", "bf16")])
+def test_the_wgmma_kernels_round_c_only_after_staging_it(act, out):
+    """16-bit C is rounded from the staged f32 values after the barrier: every
+    F2FP follows the last wgmma wait and the last staging store. Rounded as
+    accumulators, the H100 image's ptxas put them above the wait, and C's
+    rows missed their last k16 steps."""
+    import re
+
+    from numgemm.kernel.w4a16_wgmma import W4A16Wgmma
+    from numgemm.sass import build_many
+
+    spec = W4A16Wgmma(act=act, out=out, bn=128, wgs=2, stages=6)
+    b = build_many(spec.function(), spec.argtypes(), ["sm_90a"], name=spec.name,
+                   launch_bounds=(spec.threads, 1), strict_ptxas=True)["sm_90a"]
+    lines = b.sass.splitlines()
+
+    def at(pattern):
+        return [i for i, ln in enumerate(lines) if re.search(pattern, ln)]
+
+    f2fp, stores, waits = at(r"\bF2FP\."), at(r"\bSTS\b"), at(r"WARPGROUP\.DEPBAR")
+    assert len(f2fp) == spec.cols * spec.bn // spec.threads // 2 and stores and waits, spec.name
+    assert min(f2fp) > max(stores) > max(waits), spec.name
+
+
 def test_a_wgmma_tile_that_cannot_be_built_is_refused_by_name():
     from numgemm.kernel.w4a16_wgmma import W4A16Wgmma
 

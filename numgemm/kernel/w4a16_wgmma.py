@@ -23,8 +23,10 @@ k-tile's wgmmas take less time than a load from memory). Every thread
 copies, widens and issues; a block is `wgs` warpgroups of 64 weight rows
 over `bn` activation rows. A k-tile ends with wgmma.wait_group 1, so that
 the stage read two k-tiles ago is free once the block has met at the next
-k-tile's barrier. C^T leaves through shared memory, staged as C's rows, and
-is stored 16 bytes at a time.
+k-tile's barrier. C^T leaves through shared memory, staged as C's rows in
+f32 and rounded to C's format only after the barrier, on its way to C, 16
+bytes a store: rounded before, as the accumulators themselves, the H100
+image's ptxas scheduled the conversions above the wgmma wait (findings.md).
 """
 
 import functools
@@ -100,9 +102,10 @@ class W4A16Wgmma:
 
     @property
     def c_pitch(self):
-        """Bytes of a staged row of C: its columns and 16 bytes more, so that
-        lanes writing 2t and 2t + 1 rows apart fall in different banks."""
-        return self.cols * self.c_size + 16
+        """Bytes of a staged row of C, in f32 whatever C's format: its columns
+        and 16 bytes more, so that lanes writing 2t rows apart fall in
+        different banks."""
+        return self.cols * 4 + 16
 
     @property
     def c_size(self):
@@ -294,33 +297,35 @@ def _ktile(spec, ptx, half):
 def _store(spec, ptx):
     """store(acc, C, base, raw, m0, n0, M, N, tid): C^T's accumulators
     (d[4j + 2h + e] = C^T(16 w + g + 8h, 8j + 2t + e) of warp w) into the
-    stages as C's rows, each value rounded to out's format, then 16 bytes of
-    a row a thread at a time to C, rows past M and columns past N left out.
-    Written out: accumulators indexed in a loop would live in local memory."""
-    size, pitch, cols, bn = spec.c_size, spec.c_pitch, spec.cols, spec.bn
-    per_row = cols * size // 16
-    lines = ["lane, warp = tid & 31, tid >> 5", "g, t = lane >> 2, lane & 3",
-             f"first = (base - raw) // u32({size}) + u32(2 * t * {pitch // size} + warp * 16 + g)"]
+    stages as C's rows in f32, then, after the barrier, 16 bytes of C a
+    thread at a time (four staged values, or eight rounded to out's format),
+    rows past M and columns past N left out. A conversion reads a value
+    loaded after the barrier, so no schedule can take it above the wgmma
+    wait. Written out: accumulators indexed in a loop would live in local
+    memory."""
+    size, pitch, bn, threads = spec.c_size, spec.c_pitch, spec.bn, spec.threads
+    per_row = spec.cols * size // 16                # C's 16-byte pieces a row
+    lines = ["buf = cuda.shared.array(0, float32)", "lane, warp = tid & 31, tid >> 5", "g, t = lane >> 2, lane & 3",
+             f"first = (base - raw) // u32(4) + u32(2 * t * {pitch // 4} + warp * 16 + g)"]
     for e in range(bn // 2):
         j, h, x = e >> 2, (e >> 1) & 1, e & 1
-        at = (8 * j + x) * (pitch // size) + 8 * h
-        lines.append(f"buf[first + u32({at})] = value(acc[{e}])")
+        lines.append(f"buf[first + u32({(8 * j + x) * (pitch // 4) + 8 * h})] = acc[{e}]")
     lines += ["cuda.syncthreads()",
-              f"for i in range({-(-bn * per_row // spec.threads)}):",
-              f"    c = tid + i * {spec.threads}",
+              f"for i in range({-(-bn * per_row // threads)}):",
+              f"    c = tid + i * {threads}",
               f"    r, piece = c // {per_row}, c % {per_row}",
               f"    col = n0 + piece * {16 // size}",
               f"    if r < {bn} and m0 + r < M and col < N:",
-              f"        v = ld4(base + u32(r * {pitch} + piece * 16))",
-              "        st4(global_addr(C, 0) + u64(m0 + r) * u64(C.strides[0]) + u64(col * " + str(size) + "), v)"]
-    if spec.out == "f32":
-        value = device(lambda v: v)
-        buf_type = types.float32
+              f"        at = base + u32(r * {pitch} + piece * {64 // size})",
+              "        v = " + ("ld4(at)" if size == 4 else "narrow(ld4(at), ld4(at + u32(16)))"),
+              f"        st4(global_addr(C, 0) + u64(m0 + r) * u64(C.strides[0]) + u64(col * {size}), v)"]
+    if size == 4:
+        narrow, ld4 = None, ptx.ld_shared_v4_b32
     else:
         to_bits = getattr(ptx, NARROW[spec.out].cvt)
-        value = device(lambda v: types.uint16(to_bits(v, 0.0) & 0xFFFF))
-        buf_type = types.uint16
-    env = {"cuda": cuda, "u32": u32, "u64": u64, "value": value, "ld4": ptx.ld_shared_v4_b32,
-           "st4": ptx.st_global_v4_b32, "global_addr": P.global_addr, "buf_type": buf_type}
-    lines.insert(0, "buf = cuda.shared.array(0, buf_type)")
+        narrow = device(lambda a, b: (to_bits(a[0], a[1]), to_bits(a[2], a[3]), to_bits(b[0], b[1]),
+                                      to_bits(b[2], b[3])))
+        ld4 = ptx.ld_shared_v4_f32
+    env = {"cuda": cuda, "float32": types.float32, "u32": u32, "u64": u64, "ld4": ld4, "narrow": narrow,
+           "st4": ptx.st_global_v4_b32, "global_addr": P.global_addr}
     return generated("store", "acc, C, base, raw, m0, n0, M, N, tid", lines, env)

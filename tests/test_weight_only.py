@@ -76,14 +76,15 @@ def test_the_kernels_build_offline_without_local_memory(target):
 
 @pytest.mark.builds
 def test_the_wgmma_kernels_build_offline_for_sm_90a_without_local_memory():
-    """Every tile, both formats, zero points and C in float32; ptxas's
-    serialised wgmmas refused (strict): a k-tile is four wgmmas in two commit
-    groups, the A registers of each widened before its fence."""
+    """Every tile, both formats, zero points, C in float32, a k-tile in one
+    commit group and in two; ptxas's serialised wgmmas refused (strict): a
+    k-tile is four wgmmas, the A registers of each group widened before its
+    fence."""
     from numgemm.kernel.w4a16_wgmma import W4A16Wgmma, choose
     from numgemm.sass import build_many
 
     specs = {choose(64, 8192), choose(256, 8192), W4A16Wgmma("bf16", "bf16", zeros=True, bn=64, wgs=1, stages=5),
-             W4A16Wgmma(out="f32", bn=256, wgs=1, stages=4)}
+             W4A16Wgmma(out="f32", bn=256, wgs=1, stages=4), W4A16Wgmma(groups=1), W4A16Wgmma(groups=2)}
     for spec in specs:
         b = build_many(spec.function(), spec.argtypes(), ["sm_90a"], name=spec.name,
                        launch_bounds=(spec.threads, 1), strict_ptxas=True)["sm_90a"]
@@ -123,6 +124,10 @@ def test_a_wgmma_tile_that_cannot_be_built_is_refused_by_name():
 
     with pytest.raises(ValueError, match="bn one of"):
         W4A16Wgmma(bn=96)
+    with pytest.raises(ValueError, match="groups=3"):
+        W4A16Wgmma(groups=3)
+    with pytest.raises(ValueError, match="groups=1, bn=256"):
+        W4A16Wgmma(groups=1, bn=256, wgs=1, stages=4)
     with pytest.raises(ValueError, match="stages 4..8"):
         W4A16Wgmma(stages=9)
     with pytest.raises(ValueError, match="more than the 227 KiB"):
@@ -181,7 +186,7 @@ WGMMA_CASES = [("fp16", False, 1, 8, 128), ("fp16", True, 70, 136, 640), ("fp16"
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("fields", [{}, dict(bn=64, wgs=1, stages=4), dict(bn=256, wgs=1, stages=4),
-                                    dict(bn=128, wgs=1, stages=5), dict(out="f32")], ids=str)
+                                    dict(bn=128, wgs=1, stages=5), dict(out="f32"), dict(groups=1, bn=128)], ids=str)
 def test_w4a16_wgmma_matches_the_rounded_weights(rng, monkeypatch, fields):
     """The wgmma kernel at every M (WGMMA_ROWS = 1), its tiles and C in
     float32: against the product with each weight rounded to the activations'

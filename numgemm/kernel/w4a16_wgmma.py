@@ -56,6 +56,7 @@ class W4A16Wgmma:
     bn: int = 128               # activation rows a tile: the wgmma's N
     wgs: int = 2                # consumer warpgroups, 64 weight rows (C columns) each
     stages: int = 6             # k-tiles in shared memory (stages - 2 in flight)
+    groups: int = 2             # wgmma commit groups a k-tile: 2 (its two pairs of k16 steps) or 1
 
     min_blocks = 1
     arch_specific = True        # wgmma: sm_90a; ptxas's serialised wgmmas are refused
@@ -67,6 +68,9 @@ class W4A16Wgmma:
         if self.bn not in BNS or self.wgs not in (1, 2) or not 4 <= self.stages <= 8:
             raise ValueError(f"W4A16 wgmma: bn one of {BNS}, wgs 1 or 2, stages 4..8 (cp.async.wait_group "
                              f"1..6); got bn={self.bn}, wgs={self.wgs}, stages={self.stages}")
+        if self.groups not in (1, 2) or (self.groups == 1 and self.bn == 256):
+            raise ValueError(f"W4A16 wgmma: groups 1 or 2 commit groups a k-tile, 2 at bn 256 (a k-tile's 16 A "
+                             f"registers beside 128 accumulators spill); got groups={self.groups}, bn={self.bn}")
         if (self.bn * 8) % self.threads:
             raise ValueError(f"W4A16 wgmma: a stage's {self.bn * 8} pieces of 16 bytes must split evenly over "
                              f"{self.threads} threads")
@@ -119,11 +123,11 @@ class W4A16Wgmma:
     @property
     def name(self):
         return (f"w4a16_{self.act}_wgmma_{self.cols}x{self.bn}x{GROUP}_s{self.stages}"
-                f"{'_zp' if self.zeros else ''}_c{self.out}")
+                f"{'_zp' if self.zeros else ''}{'_g1' if self.groups == 1 else ''}_c{self.out}")
 
     def describe(self):
         return {"kernel": self.name, "act": self.act, "out": self.out, "zeros": self.zeros, "bn": self.bn,
-                "wgs": self.wgs, "stages": self.stages}
+                "wgs": self.wgs, "stages": self.stages, "groups": self.groups}
 
     def argtypes(self):
         """A (M, K/2) uint32: rows 16-byte aligned, any row stride; the
@@ -208,8 +212,8 @@ def _kernel(spec):
     @device
     def ready(base, kt):
         """The stage of k-tile kt, once every thread's copies into it have
-        landed and every warpgroup has waited for its wgmmas of k-tile kt - 1
-        (so that the stage they read two k-tiles ago, kt + S - 2's, is free)."""
+        landed and every warpgroup has waited for its wgmmas of k-tile kt - 2
+        (so that the stage they read, kt + S - 2's, is free)."""
         wait_landed()
         P.fence_proxy_async()                      # cp.async's writes, seen by wgmma's proxy
         cuda.syncthreads()
@@ -262,30 +266,34 @@ def _kernel(spec):
 
 
 def _ktile(spec, ptx, half):
-    """ktile(acc, q, t0, t1, b_tile): a k-tile's four k16 steps, in two
-    commit groups of two (the INT4 wgmma's A_GROUP): word 2 half + p of rows g
-    (q[0..3]) and g + 8 (q[4..7]) widened gives steps 2p and 2p + 1's A
-    registers; the second pair is widened after wait_group 1 has seen the
-    group before the first end, so that no register an issued wgmma still
-    reads is written."""
+    """ktile(acc, q, t0, t1, b_tile): a k-tile's four k16 steps. Word
+    2 half + p of rows g (q[0..3]) and g + 8 (q[4..7]) widened gives steps 2p
+    and 2p + 1's A registers. With `groups` 2 each pair is a commit group (the
+    INT4 wgmma's A_GROUP), the second pair widened after wait_group 1 has seen
+    the group before the first end, so that no register an issued wgmma still
+    reads is written; with 1 all four words are widened first and the k-tile
+    is one group, so that the whole of it runs while the next is widened."""
     prec = PRECISIONS[spec.act]
     narrow = prec.narrow
     widen = getattr(ptx, f"dequant_u4_{narrow}x8_scaled")
     mma = getattr(ptx, f"wgmma_m64n{spec.bn}k16_f32_{narrow}_{narrow}_rs")
     n_acc = spec.bn // 2
     if narrow == "f16":
-        call = "widen(q[{w}], t[0], t[1], t[2])"
+        call = "widen(q[{w}], t0[0], t0[1], t0[2])"
     else:
-        call = "widen(q[{w}], t[0], t[2])"
+        call = "widen(q[{w}], t0[0], t0[2])"
     lines = ["db = desc(b_tile, u32(16), u32(sbo))", "d = (" + ", ".join(f"acc[{e}]" for e in range(n_acc)) + ")"]
     for p in range(2):
-        w = 2 * half + p
-        if p:
+        if p and spec.groups == 2:
             lines += ["commit()", "wait_1()"]
-        lines += ["t = t0", f"x = {call.format(w=w)}", "t = t1", f"y = {call.format(w=w + 4)}", "fence()"]
+        if p == 0 or spec.groups == 2:
+            for q in range(p, 2 if spec.groups == 1 else p + 1):
+                rows_g, rows_g8 = call.format(w=2 * half + q), call.format(w=2 * half + q + 4)
+                lines += [f"x{q} = {rows_g}", f"y{q} = {rows_g8.replace('t0', 't1')}"]
+            lines.append("fence()")
         for s in range(2):
             kk = 2 * p + s          # k step in the k-tile: 32 bytes along the swizzled row
-            lines.append(f"d = mma(d, (x[{2 * s}], y[{2 * s}], x[{2 * s + 1}], y[{2 * s + 1}]), "
+            lines.append(f"d = mma(d, (x{p}[{2 * s}], y{p}[{2 * s}], x{p}[{2 * s + 1}], y{p}[{2 * s + 1}]), "
                          f"db + u64({2 * kk}), u32(1))")
     lines.append("commit()")
     lines += [f"acc[{e}] = d[{e}]" for e in range(n_acc)]

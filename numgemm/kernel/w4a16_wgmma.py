@@ -279,17 +279,18 @@ def _ktile(spec, ptx, half):
     mma = getattr(ptx, f"wgmma_m64n{spec.bn}k16_f32_{narrow}_{narrow}_rs")
     n_acc = spec.bn // 2
     if narrow == "f16":
-        call = "widen(q[{w}], t0[0], t0[1], t0[2])"
+        call = "widen(q[{w}], {t}[0], {t}[1], {t}[2])"
     else:
-        call = "widen(q[{w}], t0[0], t0[2])"
+        call = "widen(q[{w}], {t}[0], {t}[2])"
+    widened_before = {0: (0, 1)} if spec.groups == 1 else {0: (0,), 1: (1,)}     # pair p: the words widened
     lines = ["db = desc(b_tile, u32(16), u32(sbo))", "d = (" + ", ".join(f"acc[{e}]" for e in range(n_acc)) + ")"]
     for p in range(2):
         if p and spec.groups == 2:
             lines += ["commit()", "wait_1()"]
-        if p == 0 or spec.groups == 2:
-            for q in range(p, 2 if spec.groups == 1 else p + 1):
-                rows_g, rows_g8 = call.format(w=2 * half + q), call.format(w=2 * half + q + 4)
-                lines += [f"x{q} = {rows_g}", f"y{q} = {rows_g8.replace('t0', 't1')}"]
+        for w in widened_before.get(p, ()):       # word w of rows g (t0's) and of rows g + 8 (t1's)
+            lines += [f"x{w} = " + call.format(w=2 * half + w, t="t0"),
+                      f"y{w} = " + call.format(w=2 * half + w + 4, t="t1")]
+        if p in widened_before:
             lines.append("fence()")
         for s in range(2):
             kk = 2 * p + s          # k step in the k-tile: 32 bytes along the swizzled row

@@ -314,6 +314,7 @@ def _store(spec, ptx):
     memory."""
     size, pitch, bn, threads = spec.c_size, spec.c_pitch, spec.bn, spec.threads
     per_row = spec.cols * size // 16                # C's 16-byte pieces a row
+    staged = 16 // size * 4                         # bytes of f32 staged for one of them
     lines = ["buf = cuda.shared.array(0, float32)", "lane, warp = tid & 31, tid >> 5", "g, t = lane >> 2, lane & 3",
              f"first = (base - raw) // u32(4) + u32(2 * t * {pitch // 4} + warp * 16 + g)"]
     for e in range(bn // 2):
@@ -325,7 +326,7 @@ def _store(spec, ptx):
               f"    r, piece = c // {per_row}, c % {per_row}",
               f"    col = n0 + piece * {16 // size}",
               f"    if r < {bn} and m0 + r < M and col < N:",
-              f"        at = base + u32(r * {pitch} + piece * {64 // size})",
+              f"        at = base + u32(r * {pitch} + piece * {staged})",
               "        v = " + ("ld4(at)" if size == 4 else "narrow(ld4(at), ld4(at + u32(16)))"),
               f"        st4(global_addr(C, 0) + u64(m0 + r) * u64(C.strides[0]) + u64(col * {size}), v)"]
     if size == 4:

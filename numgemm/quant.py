@@ -202,8 +202,8 @@ def prepack_w4(weight, scales, zeros=None, precision=None):
     if weight.ndim != 2 or not np.issubdtype(weight.dtype, np.integer):
         raise TypeError(f"prepack_w4: weight must be a 2-D integer array (N, K), got {weight.ndim}-D {weight.dtype}")
     n, k = weight.shape
-    if n % 8 or k % GROUP or not n:
-        raise ValueError(f"prepack_w4: weight (N, K) needs N a multiple of 8 and K of {GROUP} "
+    if n % 8 or k % GROUP or not n or not k:
+        raise ValueError(f"prepack_w4: weight (N, K) needs N a positive multiple of 8 and K of {GROUP} "
                          f"(its groups), got ({n}, {k})")
     groups = k // GROUP
     lo, hi = (-8, 7) if zeros is None else (0, 15)

@@ -154,11 +154,17 @@ def choose(M, N, w, fmt, dev, C):
     boundaries, which it stores whole), else w4a16's."""
     from .kernel import w4a16, w4a16_wgmma
     zeros = w.zeros is not None
-    has_layout = isinstance(w, PackedW4) or w.wgmma_words is not None
-    if M >= WGMMA_ROWS and has_layout and dev.compute_capability >= (9, 0) \
-            and C.device_ctypes_pointer.value % 16 == 0 and C.strides[0] % 16 == 0:
+    if _on_wgmma(M, w, dev) and C.device_ctypes_pointer.value % 16 == 0 and C.strides[0] % 16 == 0:
         return w4a16_wgmma.choose(M, N, w.precision, fmt, zeros)
     return w4a16.choose(M, N, dev.MULTIPROCESSOR_COUNT, w.precision, fmt, zeros)
+
+
+def _on_wgmma(M, w, dev):
+    """Whether M rows of x times w may run on wgmma on dev: enough rows, a
+    weight that has its wgmma layout, sm_90, and a K of at least one group
+    (the kernel's k loop makes one pass at least)."""
+    has_layout = isinstance(w, PackedW4) or w.wgmma_words is not None
+    return M >= WGMMA_ROWS and has_layout and w.k >= GROUP and dev.compute_capability >= (9, 0)
 
 
 def rounds(M, w):
@@ -167,9 +173,7 @@ def rounds(M, w):
     runs (C aligned, as a new C is), else None (mma.sync scales the f32
     sums instead); what quant.dequantize_w4's rounded= takes for the
     reference of such a call."""
-    has_layout = isinstance(w, PackedW4) or w.wgmma_words is not None
-    wgmma = M >= WGMMA_ROWS and has_layout and cuda.get_current_device().compute_capability >= (9, 0)
-    return w.precision if wgmma else None
+    return w.precision if _on_wgmma(M, w, cuda.get_current_device()) else None
 
 
 @functools.cache

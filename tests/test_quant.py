@@ -89,7 +89,7 @@ def test_prepack_w4_bf16_scales_and_the_reference(rng):
 
 @pytest.mark.parametrize("args, error, match", [
     (dict(weight=np.zeros((8, 100), np.int8)), ValueError, "K of 128"),
-    (dict(weight=np.zeros((12, 128), np.int8)), ValueError, "N a multiple of 8"),
+    (dict(weight=np.zeros((12, 128), np.int8)), ValueError, "N a positive multiple of 8"),
     (dict(weight=np.full((8, 128), 8)), ValueError, r"\[-8, 7\]"),
     (dict(weight=np.zeros((8, 128)), ), TypeError, "integer"),
     (dict(scales=np.ones((8, 2), np.float16)), ValueError, r"scales must have shape \(N, K/128\)"),

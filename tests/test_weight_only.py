@@ -119,6 +119,21 @@ def test_the_wgmma_kernels_round_c_only_after_staging_it(act, out):
     assert min(f2fp) > max(stores) > max(waits), spec.name
 
 
+def test_wgmma_runs_from_its_rows_on_hopper_with_one_group_of_k_at_least(rng):
+    """The wgmma kernel's k loop makes one pass at least: a weight of no K
+    (a call of no products) goes to mma.sync, whose loop may make none."""
+    from types import SimpleNamespace
+
+    from numgemm.weight_only import WGMMA_ROWS, _on_wgmma
+    hopper, ada = SimpleNamespace(compute_capability=(9, 0)), SimpleNamespace(compute_capability=(8, 9))
+    p, _ = layer(rng, 16, 256)
+    assert _on_wgmma(WGMMA_ROWS, p, hopper)
+    assert not _on_wgmma(WGMMA_ROWS - 1, p, hopper) and not _on_wgmma(WGMMA_ROWS, p, ada)
+    assert not _on_wgmma(WGMMA_ROWS, SimpleNamespace(k=0, wgmma_words=p.words), hopper)
+    with pytest.raises(ValueError, match=r"K of 128 \(its groups\), got \(16, 0\)"):
+        prepack_w4(np.zeros((16, 0), np.int8), np.zeros((16, 0), np.float32))
+
+
 def test_a_wgmma_tile_that_cannot_be_built_is_refused_by_name():
     from numgemm.kernel.w4a16_wgmma import W4A16Wgmma
 

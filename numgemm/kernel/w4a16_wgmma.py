@@ -182,42 +182,62 @@ def _kernel(spec):
     store = _store(spec, ptx)
     n_acc = bn // 2
 
+    n_src = pieces + 3                           # sources(): the activations' pieces, weights, scales, zeros
+    rows_apart = threads // 8                    # rows between a thread's pieces of a stage (a multiple of 8)
+
     @device
-    def load_stage(base, A, Q, S16, Z, m0, n0, M, N, kt, KT, tid):
-        """k-tile kt of the block's activation rows into its stage (zeros past
-        M), and where kt is even its group's weights (thread tid's own two
-        pieces: its warp's rows, its lane's words), scales and zero points
-        (clamped into N: rows past it are never stored); a commit group each
-        call, empty past K, so that the counts hold."""
+    def sources(A, Q, S16, Z, src, m0, n0, M, N, KT, tid):
+        """src: thread tid's .global addresses of k-tile 0, once: its pieces'
+        activation rows (clamped into M: rows past it are zero-filled), its
+        two pieces of weights (its warp's rows, its lane's words), the scales
+        and zero points of its 8 (4) rows (clamped into N: rows past it are
+        never stored). load_stage adds k-tile kt's (its group's) offset, so
+        that a k-tile's copies cost an add an address, not their address
+        arithmetic again: computed in the loop, it was half of its
+        instructions."""
+        abase, astride, ch = P.global_addr(A, 0), A.strides[0], tid & 7
+        for i in range(pieces):
+            r = (tid >> 3) + i * rows_apart
+            src[i] = abase + u64(min(m0 + r, M - 1)) * u64(astride) + u64(ch * 16)
+        blk = (n0 >> 4) + (tid >> 5)
+        src[pieces] = P.global_addr(Q, 0) + u64(((blk * (KT >> 1)) * 2 * 32 + (tid & 31)) * 16)
+        src[pieces + 1] = P.global_addr(S16, min(n0 + (tid & (cols // 8 - 1)) * 8, N - 8))
+        src[pieces + 2] = P.global_addr(Z, min(n0 + (tid & (cols // 4 - 1)) * 4, N - 4)) if zeros else u64(0)
+
+    @device
+    def load_stage(stage, Q, src, n0, N, kt, KT, tid, m_left, dst):
+        """k-tile kt of the block's activation rows into `stage` (zeros past
+        M: m_left is M - m0 - the thread's first row), and where kt is even its
+        group's weights, scales and zero points; a commit group each call,
+        empty past K, so that the counts hold."""
         if kt < KT:
-            stage = base + u32((kt % S) * stage_bytes)
-            abase, astride = P.global_addr(A, 0), A.strides[0]
+            grp, at = u64(kt >> 1), u64(kt) * u64(_ROW)
             for i in range(pieces):
-                c = tid + i * threads
-                r, ch = c >> 3, c & 7
-                src = abase + u64(min(m0 + r, M - 1)) * u64(astride) + u64(kt * _ROW + ch * 16)
-                cp_async(stage + u32(r * _ROW + ((ch ^ (r & 7)) << 4)), src, m0 + r < M)
+                cp_async(stage + dst + u32(i * rows_apart * _ROW), src[i] + at, i * rows_apart < m_left)
             if (kt & 1) == 0:
-                grp, lane, blk = kt >> 1, tid & 31, (n0 >> 4) + (tid >> 5)
+                live = (n0 >> 4) + (tid >> 5) < Q.shape[0]
                 for h in range(2):
-                    src = P.global_addr(Q, 0) + u64((((blk * (KT >> 1) + grp) * 2 + h) * 32 + lane) * 16)
-                    cp_async(stage + u32(act_bytes + (2 * tid + h) * 16), src, blk < Q.shape[0])
+                    cp_async(stage + u32(act_bytes + (2 * tid + h) * 16), src[pieces] + grp * u64(1024) + u64(h * 512),
+                             live)
                 if tid < cols // 8:                             # 8 rows' scales a piece
-                    cp_async(stage + u32(s_at + tid * 16), P.global_addr(S16, grp * N + min(n0 + tid * 8, N - 8)),
-                             True)
+                    cp_async(stage + u32(s_at + tid * 16), src[pieces + 1] + grp * u64(2 * N), True)
                 if zeros and tid < cols // 4:                   # 4 rows' zero points a piece
-                    cp_async_4(stage + u32(z_at + tid * 4), P.global_addr(Z, grp * N + min(n0 + tid * 4, N - 4)))
+                    cp_async_4(stage + u32(z_at + tid * 4), src[pieces + 2] + grp * u64(N))
         commit()
 
     @device
-    def ready(base, kt):
-        """The stage of k-tile kt, once every thread's copies into it have
-        landed and every warpgroup has waited for its wgmmas of k-tile kt - 2
-        (so that the stage they read, kt + S - 2's, is free)."""
+    def ready():
+        """Once every thread's copies into the oldest stage in flight have
+        landed and every warpgroup has waited for its wgmmas of the k-tile
+        two before it (so that the stage they read is free for the next)."""
         wait_landed()
         P.fence_proxy_async()                      # cp.async's writes, seen by wgmma's proxy
         cuda.syncthreads()
-        return base + u32((kt % S) * stage_bytes)
+
+    # The ring's offsets move on a stage a k-tile: carried, not (kt % S) again, which Numba's 64-bit signed
+    # arithmetic makes a dozen instructions.
+    ring = S * stage_bytes
+    step = device(lambda at: at + u32(stage_bytes) if at + u32(stage_bytes) < u32(ring) else u32(0))
 
     @device
     def row_terms(stage, raw, r):
@@ -233,30 +253,43 @@ def _kernel(spec):
         KT = K >> 6
         raw = P.shared_addr(cuda.shared.array(0, u8), 0)
         base = (raw + u32(1023)) & u32(0xFFFFFC00)
+        src = cuda.local.array(n_src, u64)
+        sources(A, Q, S16, Z, src, m0, n0, M, N, KT, tid)
+        m_left = M - m0 - (tid >> 3)
+        dst = u32((tid >> 3) * _ROW + (((tid & 7) ^ ((tid >> 3) & 7)) << 4))
         for kt in range(S - 2):
-            load_stage(base, A, Q, S16, Z, m0, n0, M, N, kt, KT, tid)
+            load_stage(base + u32(kt * stage_bytes), Q, src, n0, N, kt, KT, tid, m_left, dst)
         acc = cuda.local.array(n_acc, types.float32)
         for e in range(n_acc):
             acc[e] = 0
         q = cuda.local.array(8, u32)
         mine = u32(act_bytes + 32 * tid)                 # this thread's two pieces of weights in a stage
         row = warp * 16 + (lane >> 2)
-        # each k-tile's copies are sent once its wgmmas are, so that they run while the copies' address
-        # arithmetic issues
-        for kt in range(0, KT, 2):
-            stage = ready(base, kt)
+        # Each k-tile's copies are sent once its wgmmas are, so that they run while the copies issue. rd, wr:
+        # the stages of k-tiles kt and kt + S - 2. The loop makes one pass at least (K >= 128:
+        # weight_only.choose), so that the accumulators' zeros reach the first wgmmas alone: with a path
+        # around the loop, LLVM gave that path zeros of its own, and ptxas serialised every wgmma (C7515).
+        kt, rd, wr = i32(0), u32(0), u32((S - 2) * stage_bytes)
+        while True:
+            ready()
+            stage = base + rd
             w0, w1 = ld_shared(stage + mine), ld_shared(stage + mine + u32(16))
             for e in range(4):
                 q[e] = w0[e]
                 q[4 + e] = w1[e]
             t0, t1 = row_terms(stage, raw, row), row_terms(stage, raw, row + 8)
             ktile0(acc, q, t0, t1, stage)
-            load_stage(base, A, Q, S16, Z, m0, n0, M, N, kt + S - 2, KT, tid)
+            load_stage(base + wr, Q, src, n0, N, i32(kt + S - 2), KT, tid, m_left, dst)
+            rd, wr = step(rd), step(wr)
             P.wgmma_wait_1()
-            stage = ready(base, kt + 1)
-            ktile1(acc, q, t0, t1, stage)
-            load_stage(base, A, Q, S16, Z, m0, n0, M, N, kt + S - 1, KT, tid)
+            ready()
+            ktile1(acc, q, t0, t1, base + rd)
+            load_stage(base + wr, Q, src, n0, N, i32(kt + S - 1), KT, tid, m_left, dst)
+            rd, wr = step(rd), step(wr)
             P.wgmma_wait_1()
+            kt = i32(kt + 2)
+            if kt >= KT:
+                break
         P.wgmma_wait_0()
         cuda.syncthreads()
         store(acc, C, base, raw, m0, n0, M, N, tid)

@@ -200,8 +200,8 @@ WGMMA_CASES = [("fp16", False, 1, 8, 128), ("fp16", True, 70, 136, 640), ("fp16"
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("fields", [{}, dict(bn=64, wgs=1, stages=4), dict(bn=256, wgs=1, stages=4),
-                                    dict(bn=128, wgs=1, stages=5), dict(out="f32"), dict(groups=1, bn=128)], ids=str)
+@pytest.mark.parametrize("fields", [{}, dict(bn=64, wgs=1, stages=4), dict(bn=256, wgs=1, stages=4, groups=2),
+                                    dict(bn=128, wgs=1, stages=5), dict(out="f32"), dict(groups=2, bn=128)], ids=str)
 def test_w4a16_wgmma_matches_the_rounded_weights(rng, monkeypatch, fields):
     """The wgmma kernel at every M (WGMMA_ROWS = 1), its tiles and C in
     float32: against the product with each weight rounded to the activations'

@@ -150,12 +150,13 @@ def choose(M, N, act="fp16", out="f16", zeros=False):
     """The tile for M activation rows: bn the smallest that holds them up to
     128 (past it, tiles of 128 rows); two warpgroups a block where the blocks
     still fill a GPU of 132 SMs, else one (more blocks, each reading all of its
-    activations); the deepest ring that fits."""
+    activations); a k-tile one commit group; the deepest ring that fits, up to
+    6 stages at 128 rows, where 7 and 8 were slower (docs/findings.md)."""
     bn = next((b for b in BNS[:2] if M <= b), 128)
     wgs = 2 if -(-M // bn) * -(-N // 128) >= 120 else 1
     stage = W4A16Wgmma(act, out, zeros, bn, wgs, 4).stage_bytes
-    stages = next(s for s in range(8, 3, -1) if s * stage + 1024 <= 227 * 1024)
-    return W4A16Wgmma(act, out, zeros, bn, wgs, stages)
+    stages = next(s for s in range(6 if bn == 128 else 8, 3, -1) if s * stage + 1024 <= 227 * 1024)
+    return W4A16Wgmma(act, out, zeros, bn, wgs, stages, groups=1)
 
 def _terms(act):
     """terms(z, s): the widening routine's zero terms and scale of a row, for
@@ -193,8 +194,8 @@ def _kernel(spec):
         and zero points of its 8 (4) rows (clamped into N: rows past it are
         never stored). load_stage adds k-tile kt's (its group's) offset, so
         that a k-tile's copies cost an add an address, not their address
-        arithmetic again: computed in the loop, it was half of its
-        instructions."""
+        arithmetic again: every thread also widens and issues, and the k
+        loop is bound by what it issues (docs/findings.md, W4A16)."""
         abase, astride, ch = P.global_addr(A, 0), A.strides[0], tid & 7
         for i in range(pieces):
             r = (tid >> 3) + i * rows_apart

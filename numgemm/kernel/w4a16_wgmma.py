@@ -268,7 +268,7 @@ def _kernel(spec):
         row = warp * 16 + (lane >> 2)
         # Each k-tile's copies are sent once its wgmmas are, so that they run while the copies issue. rd, wr:
         # the stages of k-tiles kt and kt + S - 2. The loop makes one pass at least (K >= 128:
-        # weight_only.choose), so that the accumulators' zeros reach the first wgmmas alone: with a path
+        # weight_only._on_wgmma), so that the accumulators' zeros reach the first wgmmas alone: with a path
         # around the loop, LLVM gave that path zeros of its own, and ptxas serialised every wgmma (C7515).
         kt, rd, wr = i32(0), u32(0), u32((S - 2) * stage_bytes)
         while True:

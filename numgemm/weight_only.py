@@ -8,13 +8,14 @@ numgemm.kernel.w4a16_wgmma's, chosen by M and N, built once and kept in
 numgemm's kernel cache; the weight's device copies are held by the PackedW4.
 """
 
+import dataclasses
 import functools
 
 import numpy as np
 from numba import cuda
 
-from . import checks, frameworks, views
-from .launches import Launch
+from . import checks, frameworks, tensormap, views
+from .launches import Address, Launch
 from .precision import NARROW, PRECISIONS
 from .kernel.w4a16_wgmma import W4A16Wgmma
 from .quant import GROUP, PackedW4, no_zeros
@@ -121,14 +122,20 @@ def gemm(a, w, out=None, out_dtype=None, stream=None, **refused):
                          "in a contiguous array)")
     A = views.view(da, (M, K // 2), (row, 4), np.uint32)
     c_dtype = np.float32 if fmt == "f32" else NARROW[fmt].dtype
-    C, result = _output(out, (*lead, N), c_dtype, host, frameworks.Allocator(fw, device, handle),
-                        NARROW[fmt].encoding if fmt in NARROW else "")
+    alloc = frameworks.Allocator(fw, device, handle)
+    C, result = _output(out, (*lead, N), c_dtype, host, alloc, NARROW[fmt].encoding if fmt in NARROW else "")
     dev = cuda.get_current_device()
     if M:                                       # no rows: an empty C, and no launch (a grid of 0 is an error)
         spec = choose(M, N, w, fmt, dev, C)
         if isinstance(spec, W4A16Wgmma):
             words, scales, zeros = w.device_wgmma()
-            args = (A, words, scales, zeros, C, M, N, K)
+            tmap = 0
+            if spec.copy == "tma" and not _bulk_copies(words, scales, None if w.zeros is None else zeros, N):
+                spec = dataclasses.replace(spec, copy="cp.async")
+            if spec.copy == "tma":          # A as (1, M, 2K) bytes, in boxes of the tile's rows of 128 bytes
+                a_bytes = views.view(A, (1, M, 2 * K), (M * row, row, 1), np.uint8)
+                tmap = Address(tensormap.maps([(a_bytes, spec.bn, 128)], handle, alloc).address)
+            args = (A, words, scales, zeros, C, M, N, K, tmap)
         else:
             words, scales, zeros = w.device()
             args = (A, words, views.view(scales, (K // 128, N // 2), (2 * N, 4), np.uint32), zeros, C, M, N, K)
@@ -157,6 +164,15 @@ def choose(M, N, w, fmt, dev, C):
     if _on_wgmma(M, w, dev) and C.device_ctypes_pointer.value % 16 == 0 and C.strides[0] % 16 == 0:
         return w4a16_wgmma.choose(M, N, w.precision, fmt, zeros)
     return w4a16.choose(M, N, dev.MULTIPROCESSOR_COUNT, w.precision, fmt, zeros)
+
+
+def _bulk_copies(words, scales, zeros, N):
+    """Whether the wgmma kernel's tma copies may bring a group's weights,
+    scales and zero points as bulk copies: each piece starts at a 16-byte
+    boundary and is a multiple of 16 bytes long (zero points: N a multiple
+    of 16). Weights that a torch module holds may start anywhere."""
+    ptrs = [x.device_ctypes_pointer.value or 0 for x in (words, scales) + (() if zeros is None else (zeros,))]
+    return all(p % 16 == 0 for p in ptrs) and (zeros is None or N % 16 == 0)
 
 
 def _on_wgmma(M, w, dev):

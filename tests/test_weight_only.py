@@ -84,7 +84,9 @@ def test_the_wgmma_kernels_build_offline_for_sm_90a_without_local_memory():
     from numgemm.sass import build_many
 
     specs = {choose(64, 8192), choose(256, 8192), W4A16Wgmma("bf16", "bf16", zeros=True, bn=64, wgs=1, stages=5),
-             W4A16Wgmma(out="f32", bn=256, wgs=1, stages=4), W4A16Wgmma(groups=1), W4A16Wgmma(groups=2)}
+             W4A16Wgmma(out="f32", bn=256, wgs=1, stages=4), W4A16Wgmma(groups=1), W4A16Wgmma(groups=2),
+             W4A16Wgmma("bf16", "bf16", zeros=True, bn=64, wgs=1, stages=5, copy="tma"),
+             W4A16Wgmma(bn=256, wgs=1, stages=4, copy="tma")}
     for spec in specs:
         b = build_many(spec.function(), spec.argtypes(), ["sm_90a"], name=spec.name,
                        launch_bounds=(spec.threads, 1), strict_ptxas=True)["sm_90a"]
@@ -92,6 +94,8 @@ def test_the_wgmma_kernels_build_offline_for_sm_90a_without_local_memory():
         mmas = [ln for ln in b.sass.splitlines() if "HGMMA." in ln]
         assert len(mmas) == 8 and all(f"HGMMA.64x{spec.bn}x16.{kind} " in ln for ln in mmas), spec.name
         assert b.local_bytes == 0 and "LDL" not in b.sass, spec.name
+        tma = spec.copy == "tma"            # one thread's TMA box and bulk copies, no thread's cp.async
+        assert ("UTMALDG" in b.sass and "UBLKCP" in b.sass) == tma and ("LDGSTS" in b.sass) != tma, spec.name
 
 
 @pytest.mark.builds
@@ -117,6 +121,21 @@ def test_the_wgmma_kernels_round_c_only_after_staging_it(act, out):
     f2fp, stores, waits = at(r"\bF2FP\."), at(r"\bSTS\b"), at(r"WARPGROUP\.DEPBAR")
     assert len(f2fp) == spec.cols * spec.bn // spec.threads // 2 and stores and waits, spec.name
     assert min(f2fp) > max(stores) > max(waits), spec.name
+
+
+def test_tma_copies_only_whole_aligned_pieces_else_cp_async():
+    """A weight's pieces go by bulk copy only where each starts at a 16-byte
+    boundary and is a multiple of 16 bytes (zero points: N a multiple of 16);
+    weight_only.gemm runs cp.async's kernel otherwise."""
+    from types import SimpleNamespace
+
+    from numgemm.weight_only import _bulk_copies
+
+    def at(address):
+        return SimpleNamespace(device_ctypes_pointer=SimpleNamespace(value=address))
+    assert _bulk_copies(at(256), at(1024), None, 8) and _bulk_copies(at(256), at(1024), at(512), 32)
+    assert not _bulk_copies(at(256), at(1032), None, 8) and not _bulk_copies(at(264), at(1024), None, 8)
+    assert not _bulk_copies(at(256), at(1024), at(512), 40) and not _bulk_copies(at(256), at(1024), at(520), 32)
 
 
 def test_wgmma_runs_from_its_rows_on_hopper_with_one_group_of_k_at_least(rng):
@@ -195,13 +214,18 @@ def test_w4a16_variants_match_the_dequantised_product(rng, monkeypatch, fields):
         assert operands.mismatch(got, PRECISIONS[precision].decode(x) @ w.T, precision) is None, (M, N, K)
 
 
+# (zero points where N is not a multiple of 16 leave TMA's bulk copies for cp.async)
 WGMMA_CASES = [("fp16", False, 1, 8, 128), ("fp16", True, 70, 136, 640), ("fp16", False, 256, 1032, 256),
-               ("bf16", False, 129, 264, 512), ("bf16", True, 64, 40, 1024), ("fp16", False, 300, 2048, 768)]
+               ("bf16", False, 129, 264, 512), ("bf16", True, 64, 40, 1024), ("fp16", False, 300, 2048, 768),
+               ("fp16", True, 100, 272, 384)]
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("fields", [{}, dict(bn=64, wgs=1, stages=4), dict(bn=256, wgs=1, stages=4, groups=2),
-                                    dict(bn=128, wgs=1, stages=5), dict(out="f32"), dict(groups=2, bn=128)], ids=str)
+                                    dict(bn=128, wgs=1, stages=5), dict(out="f32"), dict(groups=2, bn=128),
+                                    dict(copy="tma"), dict(copy="tma", bn=64, wgs=1, stages=4),
+                                    dict(copy="tma", bn=256, wgs=1, stages=4, groups=2)],
+                         ids=str)
 def test_w4a16_wgmma_matches_the_rounded_weights(rng, monkeypatch, fields):
     """The wgmma kernel at every M (WGMMA_ROWS = 1), its tiles and C in
     float32: against the product with each weight rounded to the activations'

@@ -18,7 +18,7 @@
     copy_threads.py    what the two per-thread copy paths share
     dp4a.py            INT8 on the CUDA cores (no tensor cores, no seams)
     w4a16.py           FP16/BF16 x INT4 weights, widened in registers (no seams)
-    w4a16_wgmma.py     the same on wgmma (sm_90a): the weights as A registers, the activations by cp.async
+    w4a16_wgmma.py     the same on wgmma (sm_90a): the weights as A registers, the activations by cp.async or TMA
     regs.py            Numba register plumbing (getters, setters, generated code)
 """
 

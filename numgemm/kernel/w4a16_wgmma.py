@@ -14,16 +14,29 @@ mma.sync kernel (numgemm/kernel/w4a16.py), whose f32 sums are scaled a
 group at a time, the scale rounds each weight: the accumulators span every
 group.
 
-Everything a k-tile reads comes by cp.async through one ring of stages:
-the activations' k-tile (64 k, 128 bytes a row), and with each even k-tile
-its group's weights (each thread's own two pieces), scales and zero points,
-so that the ring's stages - 2 k-tiles in flight hide the weights' latency
-too (loaded a group ahead into registers they were not: at 64 rows a
-k-tile's wgmmas take less time than a load from memory). Every thread
-copies, widens and issues; a block is `wgs` warpgroups of 64 weight rows
-over `bn` activation rows. A k-tile ends with wgmma.wait_group 1, so that
-the stage read two k-tiles ago is free once the block has met at the next
-k-tile's barrier. C^T leaves through shared memory, staged as C's rows in
+Everything a k-tile reads comes through one ring of stages: the
+activations' k-tile (64 k, 128 bytes a row), and with each even k-tile its
+group's weights (each thread's own two pieces), scales and zero points, so
+that the k-tiles in flight hide the weights' latency too (loaded a group
+ahead into registers they were not: at 64 rows a k-tile's wgmmas take less
+time than a load from memory). Every thread widens and issues; a block is
+`wgs` warpgroups of 64 weight rows over `bn` activation rows, and a k-tile
+ends with wgmma.wait_group 1. Two ways to fill a stage (`copy`):
+
+    "cp.async": every thread copies 16-byte pieces, stages - 2 k-tiles
+    ahead; a k-tile starts once each thread's copies have landed and been
+    fenced into wgmma's proxy (fence.proxy.async, whose MEMBAR waits for
+    the copies the thread issued since) and the block has met, which also
+    frees the stage read two k-tiles before;
+
+    "tma": one thread fills a stage, stages - 1 k-tiles ahead: a TMA box of
+    the activations (rows past M zero-filled) and the group's weight blocks,
+    scales and zero points as 1-D bulk copies, all in the async proxy and
+    counted on the stage's mbarrier, which each thread waits on; the block
+    meets after each k-tile's wgmma wait, and the stage read the k-tile
+    before is filled again.
+
+C^T leaves through shared memory, staged as C's rows in
 f32 and rounded to C's format only after the barrier, on its way to C, 16
 bytes a store: rounded before, as the accumulators themselves, the H100
 image's ptxas scheduled the conversions above the wgmma wait (findings.md).
@@ -37,10 +50,15 @@ from numba import cuda, types
 from .. import primitives as P
 from ..precision import NARROW, PRECISIONS, W4A16_ACTIVATIONS
 from ..quant import GROUP
-from .regs import OUT, device, generated, i32, u8, u32, u64
+from .regs import OUT, device, divmod32, generated, i32, u8, u32, u64
 
 #: activation rows a tile (the wgmma's N) with a routine in ptx_asm/wgmma.ptx's _rs forms
 BNS = (64, 128, 256)
+#: how a stage is filled: "cp.async", 16 bytes a thread, each thread waiting for its own copies and
+#: making them visible to wgmma's proxy (fence.proxy.async) before the block meets; "tma", one thread
+#: issuing the activations' box (a tensor map) and the group's weights, scales and zero points as bulk
+#: copies, all in the async proxy, every thread waiting on the stage's mbarrier
+COPIES = ("cp.async", "tma")
 _ROW = 128                  # bytes of a stage's row: 64 k of f16 or bf16, the 128-byte swizzle
 _SBO = 8 * _ROW             # the swizzle's 8-row period
 
@@ -55,8 +73,9 @@ class W4A16Wgmma:
     zeros: bool = False         # zero points per group and row (else signed weights: z = 8)
     bn: int = 128               # activation rows a tile: the wgmma's N
     wgs: int = 2                # consumer warpgroups, 64 weight rows (C columns) each
-    stages: int = 6             # k-tiles in shared memory (stages - 2 in flight)
+    stages: int = 6             # k-tiles in shared memory (stages - 2 in flight; tma: stages - 1)
     groups: int = 2             # wgmma commit groups a k-tile: 2 (its two pairs of k16 steps) or 1
+    copy: str = "cp.async"      # how a stage is filled: cp.async by every thread, or "tma" by one
 
     min_blocks = 1
     arch_specific = True        # wgmma: sm_90a; ptxas's serialised wgmmas are refused
@@ -71,16 +90,24 @@ class W4A16Wgmma:
         if self.groups not in (1, 2) or (self.groups == 1 and self.bn == 256):
             raise ValueError(f"W4A16 wgmma: groups 1 or 2 commit groups a k-tile, 2 at bn 256 (a k-tile's 16 A "
                              f"registers beside 128 accumulators spill); got groups={self.groups}, bn={self.bn}")
-        if (self.bn * 8) % self.threads:
+        if self.copy not in COPIES:
+            raise ValueError(f"W4A16 wgmma: copy one of {', '.join(COPIES)}, got {self.copy!r}")
+        if (self.bn * 8) % self.consumers:
             raise ValueError(f"W4A16 wgmma: a stage's {self.bn * 8} pieces of 16 bytes must split evenly over "
-                             f"{self.threads} threads")
+                             f"{self.consumers} threads")
         if self.dynamic_bytes > 227 * 1024:
             raise ValueError(f"W4A16 wgmma: {self.dynamic_bytes} bytes of shared memory, more than the 227 KiB "
                              "a block may have (fewer stages or a smaller bn)")
 
     @property
-    def threads(self):
+    def consumers(self):
+        """The threads that widen and issue: `wgs` warpgroups."""
         return 128 * self.wgs
+
+    @property
+    def threads(self):
+        """A block's: the consumers, and with tma a producer warp that fills the stages."""
+        return self.consumers + (32 if self.copy == "tma" else 0)
 
     @property
     def cols(self):
@@ -96,7 +123,7 @@ class W4A16Wgmma:
     def group_bytes(self):
         """A group's weights (16 bytes a piece, two a thread), scales (2 bytes
         a row) and zero points (1), as an even k-tile's stage holds them."""
-        return self.threads * 32 + self.cols * 2 + (self.cols if self.zeros else 0)
+        return self.consumers * 32 + self.cols * 2 + (self.cols if self.zeros else 0)
 
     @property
     def stage_bytes(self):
@@ -116,26 +143,35 @@ class W4A16Wgmma:
         return 4 if self.out == "f32" else 2
 
     @property
+    def bars_at(self):
+        """Where the stages' mbarriers lie (copy="tma"), past the stages and C's staging."""
+        return max(self.stages * self.stage_bytes, self.bn * self.c_pitch)
+
+    @property
     def dynamic_bytes(self):
-        """The stages (C's staging reuses them), and 1024 to align their base."""
-        return max(self.stages * self.stage_bytes, self.bn * self.c_pitch) + 1024
+        """The stages (C's staging reuses them), their mbarriers (tma), and
+        1024 to align their base."""
+        return self.bars_at + (16 * self.stages if self.copy == "tma" else 0) + 1024
 
     @property
     def name(self):
         return (f"w4a16_{self.act}_wgmma_{self.cols}x{self.bn}x{GROUP}_s{self.stages}"
-                f"{'_zp' if self.zeros else ''}{'_g1' if self.groups == 1 else ''}_c{self.out}")
+                f"{'_zp' if self.zeros else ''}{'_g1' if self.groups == 1 else ''}"
+                f"{'_tma' if self.copy == 'tma' else ''}_c{self.out}")
 
     def describe(self):
         return {"kernel": self.name, "act": self.act, "out": self.out, "zeros": self.zeros, "bn": self.bn,
-                "wgs": self.wgs, "stages": self.stages, "groups": self.groups}
+                "wgs": self.wgs, "stages": self.stages, "groups": self.groups, "copy": self.copy}
 
     def argtypes(self):
         """A (M, K/2) uint32: rows 16-byte aligned, any row stride; the
         weight's words (N/16, K/128, 2, 32, 4) (PackedW4.wgmma_words), scales
         (K/128, N) uint16 and zeros (K/128, N) uint8 (1 x 1 where there are
-        none); C (M, N) in out's format, rows 16-byte aligned; M, N, K."""
+        none); C (M, N) in out's format, rows 16-byte aligned; M, N, K; the
+        address of A's tensor map (tma: boxes of bn rows x 128 bytes in the
+        128-byte swizzle, A as (1, M, 2K) bytes; else 0)."""
         return (types.Array(u32, 2, "A"), types.Array(u32, 5, "C"), types.Array(types.uint16, 2, "C"),
-                types.Array(u8, 2, "C"), types.Array(OUT[self.out], 2, "A"), i32, i32, i32)
+                types.Array(u8, 2, "C"), types.Array(OUT[self.out], 2, "A"), i32, i32, i32, u64)
 
     def function(self):
         return _kernel(self)
@@ -155,8 +191,9 @@ def choose(M, N, act="fp16", out="f16", zeros=False):
     bn = next((b for b in BNS[:2] if M <= b), 128)
     wgs = 2 if -(-M // bn) * -(-N // 128) >= 120 else 1
     stage = W4A16Wgmma(act, out, zeros, bn, wgs, 4).stage_bytes
-    stages = next(s for s in range(6 if bn == 128 else 8, 3, -1) if s * stage + 1024 <= 227 * 1024)
+    stages = next(s for s in range(6 if bn == 128 else 8, 3, -1) if s * (stage + 8) + 1024 <= 227 * 1024)
     return W4A16Wgmma(act, out, zeros, bn, wgs, stages, groups=1)
+
 
 def _terms(act):
     """terms(z, s): the widening routine's zero terms and scale of a row, for
@@ -172,8 +209,8 @@ def _terms(act):
 @functools.cache
 def _kernel(spec):
     ptx = P.routines("inline")
-    bn, S, threads, cols, zeros = spec.bn, spec.stages, spec.threads, spec.cols, spec.zeros
-    stage_bytes, act_bytes, pieces = spec.stage_bytes, spec.act_bytes, spec.bn * 8 // spec.threads
+    bn, S, threads, cols, zeros = spec.bn, spec.stages, spec.consumers, spec.cols, spec.zeros
+    stage_bytes, act_bytes, pieces = spec.stage_bytes, spec.act_bytes, spec.bn * 8 // threads
     s_at, z_at = act_bytes + threads * 32, act_bytes + threads * 32 + cols * 2     # a stage's scales, zeros
     wait_landed = getattr(ptx, f"cp_async_wait_{S - 3}")        # k-tile kt of the S - 2 in flight
     cp_async, cp_async_4, commit = ptx.cp_async_cg, ptx.cp_async_ca_4, ptx.cp_async_commit
@@ -228,17 +265,55 @@ def _kernel(spec):
 
     @device
     def ready():
-        """Once every thread's copies into the oldest stage in flight have
-        landed and every warpgroup has waited for its wgmmas of the k-tile
-        two before it (so that the stage they read is free for the next)."""
+        """cp.async: once every thread's copies into the oldest stage in
+        flight have landed and every warpgroup has waited for its wgmmas of
+        the k-tile two before it (so that the stage they read is free for
+        the next)."""
         wait_landed()
         P.fence_proxy_async()                      # cp.async's writes, seen by wgmma's proxy
         cuda.syncthreads()
 
+    tma, wblocks, bars_at = spec.copy == "tma", spec.wgs * 4, spec.bars_at
+    bar_of = device(lambda base, at: base + u32(bars_at) + u32(8) * divmod32(at, u32(stage_bytes))[0])
+
+    @device
+    def tma_sources(Q, S16, Z, n0, N, KT):
+        """tma: the block's .global addresses of group 0's weights (its first
+        16-row block's), scales and zero points, and the bytes an even
+        k-tile's stage receives: the activations' box, the weight blocks
+        inside the weight, the scales and zero points of the columns inside N."""
+        q = P.global_addr(Q, 0) + u64((n0 >> 4) * (KT >> 1)) * u64(1024)
+        live = min(wblocks, Q.shape[0] - (n0 >> 4))
+        inside = min(cols, N - n0)
+        group = act_bytes + live * 1024 + inside * 2 + (inside if zeros else 0)
+        return q, P.global_addr(S16, n0), P.global_addr(Z, n0) if zeros else u64(0), live, inside, u32(group)
+
+    @device
+    def tma_issue(stage, bar, tmap, srcs, m0, N, kt, KT):
+        """tma, by one thread: k-tile kt's box of activations into `stage`
+        (rows past M zero-filled by TMA), and where kt is even its group's
+        weight blocks, scales and zero points, as bulk copies; each counted
+        on the stage's mbarrier. Nothing past K."""
+        q, sc, zp, live, inside, group = srcs
+        if kt < KT:
+            even = (kt & 1) == 0
+            ptx.mbarrier_arrive_expect_tx(bar, group if even else u32(act_bytes))
+            ptx.tma_load_3d(stage, tmap, (u32(kt * _ROW), u32(m0), u32(0)), bar)
+            if even:
+                grp = u64(kt >> 1)
+                for j in range(wblocks):            # block j's group: 1024 bytes, KT / 2 groups apart
+                    if j < live:
+                        ptx.bulk_load(stage + u32(act_bytes + j * 1024),
+                                      q + (u64(j) * u64(KT >> 1) + grp) * u64(1024), u32(1024), bar)
+                ptx.bulk_load(stage + u32(s_at), sc + grp * u64(2 * N), u32(2 * inside), bar)
+                if zeros:
+                    ptx.bulk_load(stage + u32(z_at), zp + grp * u64(N), u32(inside), bar)
+
     # The ring's offsets move on a stage a k-tile: carried, not (kt % S) again, which Numba's 64-bit signed
-    # arithmetic makes a dozen instructions.
+    # arithmetic makes a dozen instructions; with them (tma) the parity of the stage's use.
     ring = S * stage_bytes
     step = device(lambda at: at + u32(stage_bytes) if at + u32(stage_bytes) < u32(ring) else u32(0))
+    flip = device(lambda at, ph: ph ^ u32(1) if at == u32(0) else ph)
 
     @device
     def row_terms(stage, raw, r):
@@ -247,7 +322,40 @@ def _kernel(spec):
         z = u32(cuda.shared.array(0, u8)[stage - raw + u32(z_at) + u32(r)]) if zeros else u32(8)
         return terms(z, u32(s))
 
-    def w4a16_wgmma(A, Q, S16, Z, C, M, N, K):
+    empty_at = bars_at + 8 * S                  # tma: each stage's "empty" mbarrier, after the "full" ones
+
+    @device
+    def produce(base, tmap, srcs, m0, N, KT):
+        """tma, by the producer warp's first thread: every k-tile in turn
+        into the ring, a stage once its consumer warps have released the
+        use before (the stage's empty mbarrier)."""
+        ptx.tensormap_acquire(tmap)
+        kt, wr, ph = i32(0), u32(0), u32(0)     # ph: the parity of this use of the stage
+        while kt < KT:
+            if kt >= S:
+                ptx.mbarrier_wait(bar_of(base, wr) + u32(8 * S), ph ^ u32(1))
+            tma_issue(base + wr, bar_of(base, wr), tmap, srcs, m0, N, kt, KT)
+            wr = step(wr)
+            ph = flip(wr, ph)
+            kt = i32(kt + 1)
+
+    @device
+    def landed(base, rd, ph):
+        """Until a k-tile's stage (at rd) may be read: cp.async, every
+        thread's copies landed and the block met; tma, the stage's full
+        mbarrier's phase of this use (ph) complete."""
+        if tma:
+            ptx.mbarrier_wait(bar_of(base, rd), ph)
+        else:
+            ready()
+
+    @device
+    def release(base, at, lane):
+        """tma: this warp's wgmmas are done with the stage at `at`."""
+        if tma and lane == 0:
+            ptx.mbarrier_arrive(bar_of(base, at) + u32(8 * S))
+
+    def w4a16_wgmma(A, Q, S16, Z, C, M, N, K, tmap):
         tid = cuda.threadIdx.x
         lane, warp = tid & 31, tid >> 5                   # warp: of the block; its 16 weight rows
         m0, n0 = cuda.blockIdx.x * bn, cuda.blockIdx.y * cols
@@ -255,39 +363,69 @@ def _kernel(spec):
         raw = P.shared_addr(cuda.shared.array(0, u8), 0)
         base = (raw + u32(1023)) & u32(0xFFFFFC00)
         src = cuda.local.array(n_src, u64)
-        sources(A, Q, S16, Z, src, m0, n0, M, N, KT, tid)
         m_left = M - m0 - (tid >> 3)
         dst = u32((tid >> 3) * _ROW + (((tid & 7) ^ ((tid >> 3) & 7)) << 4))
-        for kt in range(S - 2):
-            load_stage(base + u32(kt * stage_bytes), Q, src, n0, N, kt, KT, tid, m_left, dst)
+        # rd, wr: the stages of k-tile kt and (cp.async) of kt + S - 2, copied once kt's wgmmas are issued into
+        # the stage that kt - 2's read; ph (tma): the parity of rd's use
+        kt, rd, ph = i32(0), u32(0), u32(0)
+        wr = u32((S - 2) * stage_bytes)
+        if tma:
+            if tid == 0:
+                for s in range(S):
+                    ptx.mbarrier_init(base + u32(bars_at + 8 * s), u32(1))
+                    ptx.mbarrier_init(base + u32(empty_at + 8 * s), u32(threads // 32))
+                ptx.mbarrier_init_fence()
+            cuda.syncthreads()
+            if tid >= threads:              # the producer warp; then the block's two barriers around C's staging
+                if tid == threads:
+                    produce(base, tmap, tma_sources(Q, S16, Z, n0, N, KT), m0, N, KT)
+                cuda.syncwarp()             # the warp meets the block whole (bar.sync counts warps)
+                cuda.syncthreads()
+                cuda.syncthreads()
+                return
+            mine = u32(act_bytes + 1024 * warp + 16 * lane)   # its pieces: bulk copies keep the global order
+            other = u32(512)
+        else:
+            sources(A, Q, S16, Z, src, m0, n0, M, N, KT, tid)
+            for s in range(S - 2):
+                load_stage(base + u32(s * stage_bytes), Q, src, n0, N, s, KT, tid, m_left, dst)
+            mine = u32(act_bytes + 32 * tid)                 # its two pieces, side by side
+            other = u32(16)
         acc = cuda.local.array(n_acc, types.float32)
         for e in range(n_acc):
             acc[e] = 0
         q = cuda.local.array(8, u32)
-        mine = u32(act_bytes + 32 * tid)                 # this thread's two pieces of weights in a stage
         row = warp * 16 + (lane >> 2)
-        # Each k-tile's copies are sent once its wgmmas are, so that they run while the copies issue. rd, wr:
-        # the stages of k-tiles kt and kt + S - 2. The loop makes one pass at least (K >= 128:
-        # weight_only._on_wgmma), so that the accumulators' zeros reach the first wgmmas alone: with a path
-        # around the loop, LLVM gave that path zeros of its own, and ptxas serialised every wgmma (C7515).
-        kt, rd, wr = i32(0), u32(0), u32((S - 2) * stage_bytes)
+        # cp.async: each k-tile's copies are sent once its wgmmas are, so that they run while the copies
+        # issue. tma: after each k-tile's wgmma wait, the stage of the k-tile before is released.
+        # The loop makes one pass at least (K >= 128: weight_only._on_wgmma), so that the accumulators' zeros
+        # reach the first wgmmas alone: with a path around the loop, LLVM gave that path zeros of its own,
+        # and ptxas serialised every wgmma (C7515).
+        last = u32(0)
         while True:
-            ready()
+            landed(base, rd, ph)
             stage = base + rd
-            w0, w1 = ld_shared(stage + mine), ld_shared(stage + mine + u32(16))
+            w0, w1 = ld_shared(stage + mine), ld_shared(stage + mine + other)
             for e in range(4):
                 q[e] = w0[e]
                 q[4 + e] = w1[e]
             t0, t1 = row_terms(stage, raw, row), row_terms(stage, raw, row + 8)
             ktile0(acc, q, t0, t1, stage)
-            load_stage(base + wr, Q, src, n0, N, i32(kt + S - 2), KT, tid, m_left, dst)
-            rd, wr = step(rd), step(wr)
+            if not tma:
+                load_stage(base + wr, Q, src, n0, N, i32(kt + S - 2), KT, tid, m_left, dst)
             P.wgmma_wait_1()
-            ready()
+            if kt > 0:
+                release(base, last, lane)
+            last, rd, wr = rd, step(rd), step(wr)
+            ph = flip(rd, ph)
+            landed(base, rd, ph)
             ktile1(acc, q, t0, t1, base + rd)
-            load_stage(base + wr, Q, src, n0, N, i32(kt + S - 1), KT, tid, m_left, dst)
-            rd, wr = step(rd), step(wr)
+            if not tma:
+                load_stage(base + wr, Q, src, n0, N, i32(kt + S - 1), KT, tid, m_left, dst)
             P.wgmma_wait_1()
+            release(base, last, lane)
+            last, rd, wr = rd, step(rd), step(wr)
+            ph = flip(rd, ph)
             kt = i32(kt + 2)
             if kt >= KT:
                 break
@@ -346,7 +484,7 @@ def _store(spec, ptx):
     loaded after the barrier, so no schedule can take it above the wgmma
     wait. Written out: accumulators indexed in a loop would live in local
     memory."""
-    size, pitch, bn, threads = spec.c_size, spec.c_pitch, spec.bn, spec.threads
+    size, pitch, bn, threads = spec.c_size, spec.c_pitch, spec.bn, spec.consumers
     per_row = spec.cols * size // 16                # C's 16-byte pieces a row
     staged = 16 // size * 4                         # bytes of f32 staged for one of them
     lines = ["buf = cuda.shared.array(0, float32)", "lane, warp = tid & 31, tid >> 5", "g, t = lane >> 2, lane & 3",

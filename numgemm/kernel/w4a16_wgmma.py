@@ -29,12 +29,14 @@ ends with wgmma.wait_group 1. Two ways to fill a stage (`copy`):
     the copies the thread issued since) and the block has met, which also
     frees the stage read two k-tiles before;
 
-    "tma": one thread fills a stage, stages - 1 k-tiles ahead: a TMA box of
-    the activations (rows past M zero-filled) and the group's weight blocks,
-    scales and zero points as 1-D bulk copies, all in the async proxy and
-    counted on the stage's mbarrier, which each thread waits on; the block
-    meets after each k-tile's wgmma wait, and the stage read the k-tile
-    before is filled again.
+    "tma": one thread of a producer warp fills each stage, as many k-tiles
+    ahead as there are stages: a TMA box of the activations (rows past M
+    zero-filled) and the group's weight blocks, scales and zero points as
+    1-D bulk copies, all in the async proxy and counted on the stage's
+    "full" mbarrier, which each consumer thread waits on; after its wgmma
+    wait for a k-tile, each consumer warp releases the stage of the k-tile
+    before on its "empty" mbarrier, which the producer waits on before it
+    fills the stage again. No block-wide barrier stands in the k loop.
 
 C^T leaves through shared memory, staged as C's rows in
 f32 and rounded to C's format only after the barrier, on its way to C, 16
@@ -73,7 +75,7 @@ class W4A16Wgmma:
     zeros: bool = False         # zero points per group and row (else signed weights: z = 8)
     bn: int = 128               # activation rows a tile: the wgmma's N
     wgs: int = 2                # consumer warpgroups, 64 weight rows (C columns) each
-    stages: int = 6             # k-tiles in shared memory (stages - 2 in flight; tma: stages - 1)
+    stages: int = 6             # k-tiles in shared memory (stages - 2 in flight; tma: all of them)
     groups: int = 2             # wgmma commit groups a k-tile: 2 (its two pairs of k16 steps) or 1
     copy: str = "cp.async"      # how a stage is filled: cp.async by every thread, or "tma" by one
 
@@ -191,7 +193,7 @@ def choose(M, N, act="fp16", out="f16", zeros=False):
     bn = next((b for b in BNS[:2] if M <= b), 128)
     wgs = 2 if -(-M // bn) * -(-N // 128) >= 120 else 1
     stage = W4A16Wgmma(act, out, zeros, bn, wgs, 4).stage_bytes
-    stages = next(s for s in range(6 if bn == 128 else 8, 3, -1) if s * (stage + 8) + 1024 <= 227 * 1024)
+    stages = next(s for s in range(6 if bn == 128 else 8, 3, -1) if s * stage + 1024 <= 227 * 1024)
     return W4A16Wgmma(act, out, zeros, bn, wgs, stages, groups=1)
 
 
@@ -290,24 +292,23 @@ def _kernel(spec):
 
     @device
     def tma_issue(stage, bar, tmap, srcs, m0, N, kt, KT):
-        """tma, by one thread: k-tile kt's box of activations into `stage`
+        """tma, by the producer: k-tile kt's box of activations into `stage`
         (rows past M zero-filled by TMA), and where kt is even its group's
         weight blocks, scales and zero points, as bulk copies; each counted
-        on the stage's mbarrier. Nothing past K."""
+        on the stage's full mbarrier."""
         q, sc, zp, live, inside, group = srcs
-        if kt < KT:
-            even = (kt & 1) == 0
-            ptx.mbarrier_arrive_expect_tx(bar, group if even else u32(act_bytes))
-            ptx.tma_load_3d(stage, tmap, (u32(kt * _ROW), u32(m0), u32(0)), bar)
-            if even:
-                grp = u64(kt >> 1)
-                for j in range(wblocks):            # block j's group: 1024 bytes, KT / 2 groups apart
-                    if j < live:
-                        ptx.bulk_load(stage + u32(act_bytes + j * 1024),
-                                      q + (u64(j) * u64(KT >> 1) + grp) * u64(1024), u32(1024), bar)
-                ptx.bulk_load(stage + u32(s_at), sc + grp * u64(2 * N), u32(2 * inside), bar)
-                if zeros:
-                    ptx.bulk_load(stage + u32(z_at), zp + grp * u64(N), u32(inside), bar)
+        even = (kt & 1) == 0
+        ptx.mbarrier_arrive_expect_tx(bar, group if even else u32(act_bytes))
+        ptx.tma_load_3d(stage, tmap, (u32(kt * _ROW), u32(m0), u32(0)), bar)
+        if even:
+            grp = u64(kt >> 1)
+            for j in range(wblocks):            # block j's group: 1024 bytes, KT / 2 groups apart
+                if j < live:
+                    ptx.bulk_load(stage + u32(act_bytes + j * 1024),
+                                  q + (u64(j) * u64(KT >> 1) + grp) * u64(1024), u32(1024), bar)
+            ptx.bulk_load(stage + u32(s_at), sc + grp * u64(2 * N), u32(2 * inside), bar)
+            if zeros:
+                ptx.bulk_load(stage + u32(z_at), zp + grp * u64(N), u32(inside), bar)
 
     # The ring's offsets move on a stage a k-tile: carried, not (kt % S) again, which Numba's 64-bit signed
     # arithmetic makes a dozen instructions; with them (tma) the parity of the stage's use.
@@ -323,6 +324,7 @@ def _kernel(spec):
         return terms(z, u32(s))
 
     empty_at = bars_at + 8 * S                  # tma: each stage's "empty" mbarrier, after the "full" ones
+    empty_of = device(lambda base, at: bar_of(base, at) + u32(8 * S))
 
     @device
     def produce(base, tmap, srcs, m0, N, KT):
@@ -333,7 +335,7 @@ def _kernel(spec):
         kt, wr, ph = i32(0), u32(0), u32(0)     # ph: the parity of this use of the stage
         while kt < KT:
             if kt >= S:
-                ptx.mbarrier_wait(bar_of(base, wr) + u32(8 * S), ph ^ u32(1))
+                ptx.mbarrier_wait(empty_of(base, wr), ph ^ u32(1))
             tma_issue(base + wr, bar_of(base, wr), tmap, srcs, m0, N, kt, KT)
             wr = step(wr)
             ph = flip(wr, ph)
@@ -353,7 +355,7 @@ def _kernel(spec):
     def release(base, at, lane):
         """tma: this warp's wgmmas are done with the stage at `at`."""
         if tma and lane == 0:
-            ptx.mbarrier_arrive(bar_of(base, at) + u32(8 * S))
+            ptx.mbarrier_arrive(empty_of(base, at))
 
     def w4a16_wgmma(A, Q, S16, Z, C, M, N, K, tmap):
         tid = cuda.threadIdx.x

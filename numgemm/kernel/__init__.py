@@ -13,6 +13,7 @@
     copy_widen.py      INT4 widened to s8 on its way into shared memory
     copy_widen_ring.py ... by the producer warpgroup, into the wgmma ring
     copy_tma.py        the TMA unit, an mbarrier per stage (sm_90)
+    ring.py            the ring of stages, and its full and empty mbarriers
     split_k.py         split-K's second kernel: the partial sums added into C
     widen_pass.py      INT4 unpack="pass": B widened to s8 by a kernel before the GEMM
     copy_threads.py    what the two per-thread copy paths share

@@ -30,9 +30,9 @@ from numba import cuda
 
 from .. import primitives as P
 from ..tiles import SWIZZLE_BYTES
+from . import ring
 from .regs import device, divmod32, i32, u32, u64
 from .seams import CopyRoutine
-from .skeleton import ring_step
 
 #: The block's: the mbarriers' address, the tensor maps' (A's, B's 128 bytes
 #: after it), whether this thread issues the copies, its rank in the cluster.
@@ -43,70 +43,19 @@ State = namedtuple("State", "sbase bars tmaps issuer rank row_a row_b z zb")
 Boxes = namedtuple("Boxes", "dst kb0 bar issuer rank tmaps row_a b0 b1 z zb")
 
 
-#: The ring's mbarriers (ring()): each a device function of the barriers' address.
-Ring = namedtuple("Ring", "place init full wait acquire release")
-
-
-def ring(cfg, full_count=1):
-    """The mbarriers of cfg's stages, after them in shared memory: place(smem)
-    -> (sbase, bars): the stages' base, dynamic shared memory's first byte
-    raised to the swizzle's 1024-byte period, and the barriers' address after
-    the stages; init(bars), by one thread: a "full"
-    barrier per stage that full_count arrivals (and the bytes they announce)
-    complete, with a producer an "empty" one that the consumer warps reading
-    it (cfg.stage_readers) in every CTA of the cluster complete; full(bars,
-    off): the full barrier of the stage at byte offset off; wait(bars, kt,
-    off, ktiles): k-tile kt has landed there
-    (kt: its use of the ring, whose parity the barrier's phase follows), if
-    kt < ktiles (ktiles None: always);
-    acquire(bars, kt, off): the stage is free for use kt; release(bars, off):
-    this consumer warp has read it."""
-    ptx = P.routines(cfg.linkage)
-    stages, stage_bytes = cfg.stages, cfg.stage_bytes
-    empty_top = 8 * stages                            # the "empty" barriers, after the "full" ones
-    consumer_warps = cfg.stage_readers
-    producer, cl = cfg.producer_threads > 0, cfg.cluster
-
-    def init(bars):
-        for s in range(stages):
-            ptx.mbarrier_init(bars + u32(8 * s), u32(full_count))
-            if producer:
-                ptx.mbarrier_init(bars + u32(empty_top + 8 * s), u32(consumer_warps * cl))
-
-    def full(bars, off):
-        return bars + u32(8) * divmod32(off, stage_bytes)[0]
-    full = device(full)
-
-    def wait(bars, kt, off, ktiles):
-        if ktiles is not None:              # None: every use is waited for (Numba drops the test)
-            if kt >= ktiles:
-                return
-        ptx.mbarrier_wait(full(bars, off), divmod32(kt, stages)[0] & u32(1))
-
-    def acquire(bars, kt, off):
-        if kt >= stages:        # use u of the stage waits for the consumers' release of use u - 1
-            ptx.mbarrier_wait(full(bars, off) + u32(empty_top), (divmod32(kt, stages)[0] + u32(1)) & u32(1))
-
-    def release(bars, off):
-        if cl == 1:
-            ptx.mbarrier_arrive(full(bars, off) + u32(empty_top))
-        else:                           # every CTA's producer multicasts into this stage
-            for c in range(cl):
-                ptx.mbarrier_arrive_cluster(full(bars, off) + u32(empty_top), u32(c))
-
-    top = cfg.smem_bytes - cfg.tma_bytes
-
-    def place(smem):
-        sbase = (smem + u32(1023)) & u32(0xFFFFFC00)
-        return sbase, sbase + u32(top)
-
-    return Ring(device(place), device(init), full, device(wait), device(acquire), device(release))
+def ring_of(cfg, full_count=1):
+    """cfg's ring of mbarriers (ring.mbarriers), after the stages and C's
+    staging: full barriers that full_count arrivals complete, and with a
+    producer empty ones that the consumer warps reading a stage
+    (cfg.stage_readers) in every CTA of the cluster complete."""
+    return ring.mbarriers(cfg.stages, cfg.stage_bytes, cfg.smem_bytes - cfg.tma_bytes, cfg.stage_readers,
+                          cfg.cluster, full_count, cfg.producer_threads > 0, cfg.linkage)
 
 
 def routine(cfg):
     ptx = P.routines(cfg.linkage)
     stage_bytes, tile_a = cfg.stage_bytes, cfg.tile_bytes_a
-    rg = ring(cfg)
+    rg = ring_of(cfg)
     b_span = cfg.b_swizzle                  # a B box's row bytes
     b_boxes = cfg.b_tile_shape[1] // b_span
     b_box_bytes = cfg.b_tile_shape[0] * b_span
@@ -177,9 +126,9 @@ def routine(cfg):
                 ptx.tma_load_3d_multicast(bx.dst + u32(tile_a) + part * u32(SWIZZLE_BYTES), bx.tmaps + u64(128),
                                           (bx.b0, bx.b1 + i32(part), bx.zb), bx.bar, mask)
 
-    wait, acquire, release = on_bars(rg)
+    wait, acquire, release = on_bars(rg, cfg.stages)
     setup, stage, issue = device(setup), device(stage), device(issue)
-    next_stage = ring_step(cfg.shared_view)
+    next_stage = ring.step(cfg.shared_view)
 
     def fill(ctx, sbase, A, B, z, zb, m0, n0, tid, dims, g, off, k0, kb, ke):
         cs = setup(ctx, sbase, A, B, z, zb, m0, n0, tid, 0, dims)
@@ -197,12 +146,24 @@ def routine(cfg):
                        *((acquire, release, device(fill)) if producer else ()))
 
 
-def on_bars(rg):
+def on_bars(rg, stages):
     """The ring's wait, acquire and release as a copy routine's members: of a
-    state whose .bars are the barriers' address."""
-    return (device(lambda st, kt, off, ktiles: rg.wait(st.bars, kt, off, ktiles)),
-            device(lambda st, kt, off: rg.acquire(st.bars, kt, off)),
-            device(lambda st, off: rg.release(st.bars, off)))
+    state whose .bars are the barriers' address, for the kt-th use of the
+    ring (kt / stages: the stage's use, whose parity its barriers' phase
+    follows). wait(st, kt, off, ktiles): k-tile kt has landed in the stage
+    at off, if kt < ktiles (None: always); acquire(st, kt, off): the stage
+    is free for use kt (its consumers released use kt - stages);
+    release(st, off): this consumer warp has read it."""
+    def wait(st, kt, off, ktiles):
+        if ktiles is not None:              # None: every use is waited for (Numba drops the test)
+            if kt >= ktiles:
+                return
+        rg.wait(st.bars, off, divmod32(kt, stages)[0] & u32(1))
+
+    def acquire(st, kt, off):
+        if kt >= stages:
+            rg.acquire(st.bars, off, (divmod32(kt, stages)[0] + u32(1)) & u32(1))
+    return device(wait), device(acquire), device(lambda st, off: rg.release(st.bars, off))
 
 
 def rules(cfg):

@@ -25,7 +25,7 @@ from numba import cuda
 
 from .. import primitives as P
 from ..tiles import SWIZZLE_BYTES
-from . import copy_threads, copy_tma
+from . import copy_threads, copy_tma, ring
 from .copy_widen import (
     _copy_to_stage,
     _land,
@@ -35,7 +35,6 @@ from .copy_widen import (
     _registers,
 )
 from .regs import device, generated, inlined
-from .skeleton import ring_step
 
 Block = namedtuple("Block", "bars policy")
 State = namedtuple("State", "bars copies")
@@ -54,7 +53,7 @@ def routine(cfg):
     copy_one, land_one, n_regs, commit, land_a = path
     threads = copy_threads.routine(cfg, copy_one, land_one, n_regs, commit, device(lambda st, kt, off, ktiles: None),
                                    land_a if cfg.a_regs else None)
-    rg = copy_tma.ring(cfg, full_count=cfg.producer_threads)
+    rg = copy_tma.ring_of(cfg, full_count=cfg.producer_threads)
 
     place = rg.place
 
@@ -82,10 +81,10 @@ def routine(cfg):
         ptx.fence_proxy_async()             # the stores, visible to wgmma's reads
         ptx.mbarrier_arrive(rg.full(st.bars, off))
 
-    wait, acquire, release = copy_tma.on_bars(rg)
+    wait, acquire, release = copy_tma.on_bars(rg, cfg.stages)
     # setup is inlined by Numba: the state holds the per-thread registers (a local array).
     setup, stage, land = inlined(setup), device(stage), device(land)
-    fill = _fill(cfg, setup, stage, threads.issue, land, acquire, ring_step(cfg.shared_view), threads.commit)
+    fill = _fill(cfg, setup, stage, threads.issue, land, acquire, ring.step(cfg.shared_view), threads.commit)
     return threads._replace(start=device(start), setup=setup, stage=stage, land=land, wait=wait, acquire=acquire,
                             release=release, fill=fill)
 

@@ -29,6 +29,7 @@ from numba import cuda
 
 from .. import primitives as P
 from ..tiles import SWIZZLE_BYTES
+from . import ring
 from .regs import ACC, device, divmod32, generated, i32, u8, u32
 from .split_k import slices_sum
 
@@ -41,7 +42,7 @@ def kernel_function(cfg, warp_rt, copy_rt):
     start_copies, setup_copies, stage_copies, issue, land, commit, wait, all_inside, _, _, _ = copy_rt  # no producer
     tile_steps = _tile_steps(sv, warp_rt, issue)
     tile_of, warp_tiles, copiers, barrier, next_stage = (tile_order(cfg), _warp_tiles(cfg), _copiers(cfg),
-                                                         _barrier(cfg), ring_step(sv))
+                                                         _barrier(cfg), ring.step(sv))
     bm, bn, bkb, stages, stage_bytes = cfg.bm, cfg.bn, cfg.bk_bytes, cfg.stages, sv.stage_bytes
     warps_n, warps_k, warps_mn = cfg.warps_n, cfg.warps_k, cfg.warps_m * cfg.warps_n
     k_stagger, spread, double, interior = cfg.k_stagger, cfg.copy_parts > 1, cfg.reg_buffers == 2, cfg.interior
@@ -235,16 +236,6 @@ def _barrier(cfg):
     if cfg.private_tiles:
         return device(lambda: cuda.syncwarp())
     return device(lambda: cuda.syncthreads())
-
-
-def ring_step(sv):
-    """next_stage(off): the byte offset of the stage after the one at off (a ring)."""
-    stage_bytes, pipe_bytes = sv.stage_bytes, sv.stages * sv.stage_bytes
-
-    def next_stage(off):
-        nxt = u32(off + stage_bytes)        # 32 bits: Numba's sum is 64, and so would its compare be
-        return nxt if nxt < u32(pipe_bytes) else u32(0)
-    return device(next_stage)
 
 
 def tile_order(cfg):

@@ -46,8 +46,9 @@ from numba import cuda
 
 from .. import primitives as P
 from ..tiles import SWIZZLE_BYTES, WGMMA_PARTS
+from . import ring
 from .regs import device, divmod32, i32, u8, u32
-from .skeleton import split_k_part, ring_step, tile_order
+from .skeleton import split_k_part, tile_order
 from .warp_wgmma import partials, wait_0, wait_1
 
 
@@ -230,7 +231,7 @@ def _consume(cfg, warp_rt, copy_rt):
     compute, setup, wait, release = warp_rt.compute, copy_rt.setup, copy_rt.wait, copy_rt.release
     ptx = P.routines("inline")
     sv = cfg.shared_view                    # the stages as the consumers read them
-    next_stage, tile_a = ring_step(sv), sv.tile_bytes_a
+    next_stage, tile_a = ring.step(sv), sv.tile_bytes_a
     split, stream = cfg.split_k, cfg.stream_k
 
     def consume(acc, ctx, sbase, A, B, z, zb, m0, n0, tid, lane, dims, a_rows, g, off, kb, ke, go_at, go_bar):

@@ -52,7 +52,8 @@ from numba import cuda, types
 from .. import primitives as P
 from ..precision import NARROW, PRECISIONS, W4A16_ACTIVATIONS
 from ..quant import GROUP
-from .regs import OUT, device, divmod32, generated, i32, u8, u32, u64
+from . import ring
+from .regs import OUT, device, generated, i32, u8, u32, u64
 
 #: activation rows a tile (the wgmma's N) with a routine in ptx_asm/wgmma.ptx's _rs forms
 BNS = (64, 128, 256)
@@ -275,8 +276,9 @@ def _kernel(spec):
         P.fence_proxy_async()                      # cp.async's writes, seen by wgmma's proxy
         cuda.syncthreads()
 
-    tma, wblocks, bars_at = spec.copy == "tma", spec.wgs * 4, spec.bars_at
-    bar_of = device(lambda base, at: base + u32(bars_at) + u32(8) * divmod32(at, u32(stage_bytes))[0])
+    # tma: a full mbarrier a stage that the producer's bytes complete, an empty one that its consumer warps do
+    tma, wblocks = spec.copy == "tma", spec.wgs * 4
+    rg = ring.mbarriers(S, stage_bytes, spec.bars_at, threads // 32)
 
     @device
     def tma_sources(Q, S16, Z, n0, N, KT):
@@ -312,9 +314,7 @@ def _kernel(spec):
 
     # The ring's offsets move on a stage a k-tile: carried, not (kt % S) again, which Numba's 64-bit signed
     # arithmetic makes a dozen instructions; with them (tma) the parity of the stage's use.
-    ring = S * stage_bytes
-    step = device(lambda at: at + u32(stage_bytes) if at + u32(stage_bytes) < u32(ring) else u32(0))
-    flip = device(lambda at, ph: ph ^ u32(1) if at == u32(0) else ph)
+    step, turn = ring.step(spec), ring.turn
 
     @device
     def row_terms(stage, raw, r):
@@ -323,11 +323,8 @@ def _kernel(spec):
         z = u32(cuda.shared.array(0, u8)[stage - raw + u32(z_at) + u32(r)]) if zeros else u32(8)
         return terms(z, u32(s))
 
-    empty_at = bars_at + 8 * S                  # tma: each stage's "empty" mbarrier, after the "full" ones
-    empty_of = device(lambda base, at: bar_of(base, at) + u32(8 * S))
-
     @device
-    def produce(base, tmap, srcs, m0, N, KT):
+    def produce(base, bars, tmap, srcs, m0, N, KT):
         """tma, by the producer warp's first thread: every k-tile in turn
         into the ring, a stage once its consumer warps have released the
         use before (the stage's empty mbarrier)."""
@@ -335,27 +332,27 @@ def _kernel(spec):
         kt, wr, ph = i32(0), u32(0), u32(0)     # ph: the parity of this use of the stage
         while kt < KT:
             if kt >= S:
-                ptx.mbarrier_wait(empty_of(base, wr), ph ^ u32(1))
-            tma_issue(base + wr, bar_of(base, wr), tmap, srcs, m0, N, kt, KT)
+                rg.acquire(bars, wr, ph ^ u32(1))
+            tma_issue(base + wr, rg.full(bars, wr), tmap, srcs, m0, N, kt, KT)
             wr = step(wr)
-            ph = flip(wr, ph)
+            ph = turn(wr, ph)
             kt = i32(kt + 1)
 
     @device
-    def landed(base, rd, ph):
+    def landed(bars, rd, ph):
         """Until a k-tile's stage (at rd) may be read: cp.async, every
         thread's copies landed and the block met; tma, the stage's full
         mbarrier's phase of this use (ph) complete."""
         if tma:
-            ptx.mbarrier_wait(bar_of(base, rd), ph)
+            rg.wait(bars, rd, ph)
         else:
             ready()
 
     @device
-    def release(base, at, lane):
+    def release(bars, at, lane):
         """tma: this warp's wgmmas are done with the stage at `at`."""
         if tma and lane == 0:
-            ptx.mbarrier_arrive(empty_of(base, at))
+            rg.release(bars, at)
 
     def w4a16_wgmma(A, Q, S16, Z, C, M, N, K, tmap):
         tid = cuda.threadIdx.x
@@ -363,7 +360,7 @@ def _kernel(spec):
         m0, n0 = cuda.blockIdx.x * bn, cuda.blockIdx.y * cols
         KT = K >> 6
         raw = P.shared_addr(cuda.shared.array(0, u8), 0)
-        base = (raw + u32(1023)) & u32(0xFFFFFC00)
+        base, bars = rg.place(raw)
         src = cuda.local.array(n_src, u64)
         m_left = M - m0 - (tid >> 3)
         dst = u32((tid >> 3) * _ROW + (((tid & 7) ^ ((tid >> 3) & 7)) << 4))
@@ -373,14 +370,12 @@ def _kernel(spec):
         wr = u32((S - 2) * stage_bytes)
         if tma:
             if tid == 0:
-                for s in range(S):
-                    ptx.mbarrier_init(base + u32(bars_at + 8 * s), u32(1))
-                    ptx.mbarrier_init(base + u32(empty_at + 8 * s), u32(threads // 32))
+                rg.init(bars)
                 ptx.mbarrier_init_fence()
             cuda.syncthreads()
             if tid >= threads:              # the producer warp; then the block's two barriers around C's staging
                 if tid == threads:
-                    produce(base, tmap, tma_sources(Q, S16, Z, n0, N, KT), m0, N, KT)
+                    produce(base, bars, tmap, tma_sources(Q, S16, Z, n0, N, KT), m0, N, KT)
                 cuda.syncwarp()             # the warp meets the block whole (bar.sync counts warps)
                 cuda.syncthreads()
                 cuda.syncthreads()
@@ -405,7 +400,7 @@ def _kernel(spec):
         # and ptxas serialised every wgmma (C7515).
         last = u32(0)
         while True:
-            landed(base, rd, ph)
+            landed(bars, rd, ph)
             stage = base + rd
             w0, w1 = ld_shared(stage + mine), ld_shared(stage + mine + other)
             for e in range(4):
@@ -417,17 +412,17 @@ def _kernel(spec):
                 load_stage(base + wr, Q, src, n0, N, i32(kt + S - 2), KT, tid, m_left, dst)
             P.wgmma_wait_1()
             if kt > 0:
-                release(base, last, lane)
+                release(bars, last, lane)
             last, rd, wr = rd, step(rd), step(wr)
-            ph = flip(rd, ph)
-            landed(base, rd, ph)
+            ph = turn(rd, ph)
+            landed(bars, rd, ph)
             ktile1(acc, q, t0, t1, base + rd)
             if not tma:
                 load_stage(base + wr, Q, src, n0, N, i32(kt + S - 1), KT, tid, m_left, dst)
             P.wgmma_wait_1()
-            release(base, last, lane)
+            release(bars, last, lane)
             last, rd, wr = rd, step(rd), step(wr)
-            ph = flip(rd, ph)
+            ph = turn(rd, ph)
             kt = i32(kt + 2)
             if kt >= KT:
                 break

@@ -175,7 +175,7 @@ def _written_by_kernel(memory, key, stream):
 def _slot(device):
     """(the slab, a Numba view of its next 256 bytes), taken for good."""
     slab = _SLABS.get(device)
-    if slab is None or slab.used == _PER_SLAB:
+    if slab is None or slab.used == slab.size:
         slab = _SLABS[device] = _Slab()
     i, slab.used = slab.used, slab.used + 1
     return slab, slab.mem[32 * i:32 * i + 32]
@@ -201,7 +201,8 @@ class _Slab:
     of it is."""
 
     def __init__(self):
-        self.mem = cuda.device_array(_PER_SLAB * 32, np.uint64)
+        self.size = _PER_SLAB           # its own: a slab made before _PER_SLAB changed keeps its size
+        self.mem = cuda.device_array(self.size * 32, np.uint64)
         self.base = self.mem.device_ctypes_pointer.value
         self.used = 0
 

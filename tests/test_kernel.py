@@ -404,6 +404,7 @@ def test_a_plan_keeps_its_own_tensor_maps(rng, monkeypatch):
     skip_unless_it_runs_here(cfg)
     monkeypatch.setattr(tensormap, "_CACHED", 2)
     monkeypatch.setattr(tensormap, "_PER_SLAB", 2)
+    monkeypatch.setattr(tensormap, "_SLABS", {})       # slabs of its own, and none left to later tests
     monkeypatch.setattr(tensormap, "_RECENT", type(tensormap._RECENT)())
     shapes = [(64 * (i + 1), 96, 256) for i in range(3)]
     host = [operands.values("int8", 1, M, N, K, rng) for M, N, K in shapes]

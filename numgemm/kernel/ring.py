@@ -56,10 +56,9 @@ def mbarriers(stages, stage_bytes, top, readers, cluster=1, full_count=1, produc
     CTA's stage); full(bars, off): the full barrier of the stage at byte
     offset off (its empty one lies 8 x stages bytes after it); wait(bars,
     off, ph): until the stage's full barrier has completed its phase of
-    parity ph; acquire(bars, off, ph):
-    until its empty barrier has (ph: the parity of the consumers' use
-    before the one to be filled); release(bars, off): this consumer warp
-    has read the stage."""
+    parity ph; acquire(bars, off, ph): until its empty barrier has (ph: the
+    parity of the consumers' use before the one to be filled);
+    release(bars, off): this consumer warp has read the stage."""
     ptx = P.routines(linkage)
     empty_top = 8 * stages                            # the "empty" barriers, after the "full" ones
 
@@ -74,7 +73,7 @@ def mbarriers(stages, stage_bytes, top, readers, cluster=1, full_count=1, produc
     full = device(full)
     # The empty barrier is written out as full(...) + empty_top where it is used: behind a device function
     # of its own, LLVM added the offset to the base first, and ptxas then held that sum in a register of
-    # its own rather than as the instruction's address offset (8 more instructions in fp16_wgmma's SASS).
+    # its own rather than as the instruction's address offset (docs/log.md).
 
     def release(bars, off):
         if cluster == 1:

@@ -8,9 +8,10 @@ A change to how kernels are built that changes their SASS is judged by
 timing the old build against the new one. Each tree builds the kernels in a
 process of its own, into a cache of its own; the cubins are loaded here and
 launched on the same operands, in turn for --rounds rounds of CUDA-event
-medians (numgemm.timing), and every output is checked against exact dot
-products. The ratio is before / after: above 1, the after build is faster.
-Needs a GPU.
+medians (numgemm.timing: a burst of --repeats launches, or with --steady
+each in steady state, with its SM clock and energy a GEMM), and every
+output is checked against exact dot products. The ratio is before / after:
+above 1, the after build is faster. Needs a GPU.
 """
 
 import argparse
@@ -61,7 +62,8 @@ def main(argv=None):
     ap.add_argument("--preset", default="tuned")
     ap.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--repeats", type=int, default=10, help="a burst's timed launches")
+    ap.add_argument("--steady", action="store_true", help="time each round in steady state (timing.time_steady)")
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args(argv)
 
@@ -71,7 +73,7 @@ def main(argv=None):
 
     from numgemm import operands, registry
     from numgemm.api import plan_gemm
-    from numgemm.timing import time_gpu
+    from numgemm.timing import time_gpu, time_steady
     try:
         from numgemm.plans import allow_dynamic_shared
     except ImportError:         # a tree from before api.py was split
@@ -109,15 +111,27 @@ def main(argv=None):
                 if not operands.sample_matches(out.copy_to_host()[None], a, b, cfg.precision, rng, cfg.acc):
                     sys.exit(f"{name} at N={n}, as {tree} builds it: wrong result")
                 plans.append(plan)
-            times = [[] for _ in trees]
+            times, mhz, joules = ([[] for _ in trees] for _ in range(3))
             for _ in range(args.rounds):
                 for t, plan in enumerate(plans):
-                    times[t].append(time_gpu(lambda i, p=plan: p.launch(), repeats=args.repeats)[0])
+                    if args.steady:
+                        got = time_steady(lambda i, p=plan: p.launch())
+                        times[t].append(got.ms)
+                        mhz[t].append(got.sm_mhz)
+                        joules[t].append(got.joules)
+                    else:
+                        times[t].append(time_gpu(lambda i, p=plan: p.launch(), repeats=args.repeats)[0])
             ms = [statistics.median(x) for x in times]
-            rows.append({"kernel": name, "config": cfg.name, "N": n, "trees": trees, "ms": ms, "rounds": times})
+            row = {"kernel": name, "config": cfg.name, "N": n, "trees": trees, "ms": ms, "rounds": times}
+            if args.steady:
+                row.update(sm_mhz=mhz, joules=joules)
+            rows.append(row)
+            extra = ("  " + "  ".join(f"{statistics.median(m):.0f} MHz {statistics.median(j) * 1e3:.2f} mJ"
+                                      for m, j in zip(mhz, joules))) if args.steady else ""
             print(f"{name:26s} N={n:5d}  before {ms[0] * 1e3:9.1f} us  "
                   + "  ".join(f"{tree}: {m * 1e3:9.1f} us ({ms[0] / m:.3f})" for tree, m in zip(args.after, ms[1:]))
-                  + f"  [before/after; {args.rounds} rounds, all checked]", flush=True)
+                  + f"  [before/after; {args.rounds} rounds{', steady' if args.steady else ''}, all checked]"
+                  + extra, flush=True)
     if args.json:
         name = ctx.device.name
         Path(args.json).write_text(json.dumps({"device": name.decode() if isinstance(name, bytes) else name,

@@ -8,6 +8,7 @@ numgemm.kernel.w4a16_wgmma's, chosen by M and N, built once and kept in
 numgemm's kernel cache; the weight's device copies are held by the PackedW4.
 """
 
+import contextlib
 import dataclasses
 import functools
 
@@ -164,6 +165,24 @@ def choose(M, N, w, fmt, dev, C):
     if _on_wgmma(M, w, dev) and C.device_ctypes_pointer.value % 16 == 0 and C.strides[0] % 16 == 0:
         return w4a16_wgmma.choose(M, N, w.precision, fmt, zeros)
     return w4a16.choose(M, N, dev.MULTIPROCESSOR_COUNT, w.precision, fmt, zeros)
+
+
+@contextlib.contextmanager
+def variant(rows=None, **fields):
+    """Within it, gemm(x, w)'s W4A16 kernel is choose()'s with fields
+    changed (a W4A16Wgmma's or a w4a16 spec's: bn=256, copy="tma", ...; a
+    TypeError at the call where the chosen kernel has no such field), and
+    rows, where given, is WGMMA_ROWS (1: wgmma at every M, a large one:
+    mma.sync). For trying a kernel (scripts/w4a16.py --variants,
+    scripts/sanitize.py --w4a16-variants); not thread-safe."""
+    global WGMMA_ROWS, choose
+    saved = WGMMA_ROWS, choose
+    WGMMA_ROWS = saved[0] if rows is None else rows
+    choose = lambda *a, **k: dataclasses.replace(saved[1](*a, **k), **fields)     # noqa: E731
+    try:
+        yield
+    finally:
+        WGMMA_ROWS, choose = saved
 
 
 def _bulk_copies(words, scales, zeros, N):

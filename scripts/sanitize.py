@@ -17,7 +17,10 @@ tool's report, not this script's exit status, is the verdict
 (--error-exitcode makes it the exit status). --w4a16 adds W4A16 (gemm(x,
 prepack_w4(...))) at M 1, 5, 37, 70 and 300 (gemm()'s kernel for each: 8 rows,
 16, two 16-row tiles; on Hopper wgmma's 128-row and two 128-row tiles) with N
-520 and K 384, FP16 and BF16, with and without zero points.
+520 and K 384, FP16 and BF16, with and without zero points; with
+--w4a16-variants again for each variant of gemm()'s kernel
+(numgemm.weight_only.variant: FIELD=VALUE,..., as scripts/w4a16.py takes
+them), at the M whose kernel has those fields.
 """
 
 import argparse
@@ -36,7 +39,9 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="build processes")
     ap.add_argument("--build-only", action="store_true", help="build the kernels into the cache and stop")
     ap.add_argument("--split", type=int, default=1, help="the named kernels split over K this many ways")
-    ap.add_argument("--w4a16", action="store_true", help="W4A16 calls too (gemm()'s kernel at three M)")
+    ap.add_argument("--w4a16", action="store_true", help="W4A16 calls too (gemm()'s kernel at five M)")
+    ap.add_argument("--w4a16-variants", nargs="*", default=[], metavar="FIELD=VALUE,...",
+                    help="with --w4a16: again with gemm()'s W4A16 kernel so changed (copy=\"tma\", ...)")
     args = ap.parse_args(argv)
 
     from numba import cuda
@@ -80,12 +85,19 @@ def main(argv=None):
         bad += why is not None
         print(f"{label}: {'ok' if why is None else 'WRONG: ' + why}", flush=True)
     if args.w4a16:
-        bad += _w4a16(rng)
+        from numgemm import weight_only
+        from variants import changes_of
+
+        for changes in ["", *args.w4a16_variants]:
+            with weight_only.variant(**changes_of(changes)):
+                bad += _w4a16(rng)
     return 1 if bad else 0
 
 
 def _w4a16(rng, n=520, k=384):
-    """gemm(x, prepack_w4(...)) into a poisoned C, checked against float64; the count of mismatches."""
+    """gemm(x, prepack_w4(...)) into a poisoned C, checked against float64,
+    with the kernel weight_only.choose gives (a variant's, inside
+    weight_only.variant); the count of mismatches."""
     from numba import cuda
 
     import numgemm
@@ -105,11 +117,16 @@ def _w4a16(rng, n=520, k=384):
                 ref_w = dequantize_w4(w, bits, z, weight_only.rounds(M, p))
                 x = prec.encode(rng.standard_normal((M, k)).astype(np.float32))
                 out = cuda.to_device(np.full((M, n), np.nan, np.float32))
+                label = f"w4a16 {precision}{' zeros' if zeros else ''} M {M}"
+                try:
+                    spec = weight_only.choose(M, n, p, "f32", cuda.get_current_device(), out)     # C: float32
+                except TypeError as e:            # a variant's field that this M's kernel does not have
+                    print(f"{label}: skipped: {e}")
+                    continue
                 numgemm.gemm(cuda.to_device(x), p, out=out)
                 why = operands.mismatch(out.copy_to_host(), prec.decode(x) @ ref_w.T, precision)
                 bad += why is not None
-                print(f"w4a16 {precision}{' zeros' if zeros else ''} M {M}: {'ok' if why is None else 'WRONG: ' + why}",
-                      flush=True)
+                print(f"{label} ({spec.name}): {'ok' if why is None else 'WRONG: ' + why}", flush=True)
     return bad
 
 

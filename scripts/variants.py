@@ -35,12 +35,18 @@ from numgemm.timing import Steady, time_gpu, time_steady
 
 
 def variant(spec):
+    """(name, fields, the config) of "NAME:FIELD=VALUE,..."."""
     name, _, fields = spec.partition(":")
+    return name, fields, registry.get(name).replace(**changes_of(fields))
+
+
+def changes_of(fields):
+    """{field: value} of "FIELD=VALUE,...", each value a Python literal."""
     changes = {}
     for item in filter(None, fields.split(",")):
         key, _, value = item.partition("=")
         changes[key.strip()] = ast.literal_eval(value.strip())
-    return name, fields, registry.get(name).replace(**changes)
+    return changes
 
 
 def main(argv):

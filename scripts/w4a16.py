@@ -19,7 +19,6 @@ wgmma runs: 1 for wgmma at every M, 100000 for mma.sync).
 """
 
 import argparse
-import ast
 import dataclasses
 
 import numpy as np
@@ -32,6 +31,7 @@ from numgemm import weight_only
 from numgemm.measure import rotations
 from numgemm.quant import GROUP, dequantize_w4, prepack_w4
 from numgemm.timing import time_gpu, time_steady
+from variants import changes_of
 
 
 def main():
@@ -64,38 +64,35 @@ def main():
           f"{' with zero points' if args.zeros else ''}, N = {N}, K = {K}, group {GROUP}; {mode}; "
           f"copy bandwidth {copy_gbs:.0f} GB/s; {sets} weight copies, {len(Ws)} dense")
     print(f"{'M':>5} {'W4A16 us':>9} {'cuBLAS us':>9} {'speedup':>8} {'GB/s':>7} {'% copy':>7}  kernel")
-    chosen, rows = weight_only.choose, weight_only.WGMMA_ROWS
     dev = numba_cuda.get_current_device()
     for M, changes in ((M, v) for M in args.ms for v in ["", *args.variants]):
-        fields = {k: ast.literal_eval(v) for k, v in (f.split("=") for f in filter(None, changes.split(",")))}
-        weight_only.WGMMA_ROWS = fields.pop("rows", rows)
-        weight_only.choose = lambda *a, **k: dataclasses.replace(chosen(*a, **k), **fields)    # noqa: B023
-        c16 = numba_cuda.device_array((M, N), np.uint16)
-        try:
-            spec = weight_only.choose(M, N, packed, "f16" if args.precision == "fp16" else "bf16", dev, c16)
-        except (ValueError, TypeError) as e:
-            print(f"{M:>5} {changes}: {e}")
-            continue
-        x = torch.from_numpy(rng.standard_normal((M, K)).astype(np.float32)).to(tdtype).cuda()
-        want = x.double().cpu().numpy() @ dense.T
-        outs = [torch.full((M, N), float("nan"), dtype=tdtype, device="cuda") for _ in layers]
-        for p, c in zip(layers, outs):
-            numgemm.gemm(x, p, out=c)
-        ok = all(operands.mismatch(_host(c, args.precision), want, args.precision) is None for c in outs)
-        lib = torch.nn.functional.linear(x, W)
-        lib_ok = operands.mismatch(_host(lib, args.precision), want, args.precision) is None
+        with weight_only.variant(**changes_of(changes)):
+            c16 = numba_cuda.device_array((M, N), np.uint16)
+            try:
+                spec = weight_only.choose(M, N, packed, "f16" if args.precision == "fp16" else "bf16", dev, c16)
+            except (ValueError, TypeError) as e:
+                print(f"{M:>5} {changes}: {e}")
+                continue
+            x = torch.from_numpy(rng.standard_normal((M, K)).astype(np.float32)).to(tdtype).cuda()
+            want = x.double().cpu().numpy() @ dense.T
+            outs = [torch.full((M, N), float("nan"), dtype=tdtype, device="cuda") for _ in layers]
+            for p, c in zip(layers, outs):
+                numgemm.gemm(x, p, out=c)
+            ok = all(operands.mismatch(_host(c, args.precision), want, args.precision) is None for c in outs)
+            lib = torch.nn.functional.linear(x, W)
+            lib_ok = operands.mismatch(_host(lib, args.precision), want, args.precision) is None
 
-        def ours(i):
-            numgemm.gemm(x, layers[i % len(layers)], out=outs[i % len(outs)])
+            def ours(i):
+                numgemm.gemm(x, layers[i % len(layers)], out=outs[i % len(outs)])
 
-        def cublas(i):
-            torch.nn.functional.linear(x, Ws[i % len(Ws)])
-        ms_ours, ms_lib = (_time(run, args.burst) for run in (ours, cublas))
-        nbytes = w_bytes + x.numel() * x.element_size() + M * N * x.element_size()
-        gbs = nbytes / (ms_ours * 1e-3) / 1e9
-        print(f"{M:>5} {ms_ours * 1e3:>9.1f} {ms_lib * 1e3:>9.1f} {ms_lib / ms_ours:>7.2f}x {gbs:>7.0f} "
-              f"{100 * gbs / copy_gbs:>6.1f}%  {spec.name}{'' if ok else ' FAIL'}{'' if lib_ok else ' (cuBLAS FAIL)'}",
-              flush=True)
+            def cublas(i):
+                torch.nn.functional.linear(x, Ws[i % len(Ws)])
+            ms_ours, ms_lib = (_time(run, args.burst) for run in (ours, cublas))
+            nbytes = w_bytes + x.numel() * x.element_size() + M * N * x.element_size()
+            gbs = nbytes / (ms_ours * 1e-3) / 1e9
+            print(f"{M:>5} {ms_ours * 1e3:>9.1f} {ms_lib * 1e3:>9.1f} {ms_lib / ms_ours:>7.2f}x {gbs:>7.0f} "
+                  f"{100 * gbs / copy_gbs:>6.1f}%  {spec.name}{'' if ok else ' FAIL'}{'' if lib_ok else ' (cuBLAS FAIL)'}",
+                  flush=True)
 
 
 def _host(c, precision):

@@ -153,6 +153,29 @@ def test_wgmma_runs_from_its_rows_on_hopper_with_one_group_of_k_at_least(rng):
         prepack_w4(np.zeros((16, 0), np.int8), np.zeros((16, 0), np.float32))
 
 
+def test_a_variant_changes_the_chosen_kernel_and_then_gives_the_choice_back(rng):
+    """weight_only.variant: inside it choose() gives its kernel with the
+    fields changed (rows: WGMMA_ROWS), a field the chosen kernel lacks is a
+    TypeError at the call, and on leaving, even by an exception, choose()
+    and WGMMA_ROWS are as they were."""
+    from types import SimpleNamespace
+
+    from numgemm import weight_only
+    from numgemm.kernel.w4a16 import W4A16
+    from numgemm.kernel.w4a16_wgmma import W4A16Wgmma
+    hopper = SimpleNamespace(compute_capability=(9, 0), MULTIPROCESSOR_COUNT=132)
+    c = SimpleNamespace(device_ctypes_pointer=SimpleNamespace(value=256), strides=(512, 2))
+    p, _ = layer(rng, 256, 256)
+    before = weight_only.choose, weight_only.WGMMA_ROWS
+    assert isinstance(weight_only.choose(1, 256, p, "f16", hopper, c), W4A16)
+    with weight_only.variant(rows=1, copy="tma", stages=5):
+        spec = weight_only.choose(1, 256, p, "f16", hopper, c)
+        assert isinstance(spec, W4A16Wgmma) and (spec.copy, spec.stages) == ("tma", 5)
+    with pytest.raises(TypeError, match="copy"), weight_only.variant(copy="tma"):
+        weight_only.choose(1, 256, p, "f16", hopper, c)         # M = 1: mma.sync's kernel, no copy field
+    assert (weight_only.choose, weight_only.WGMMA_ROWS) == before
+
+
 def test_a_wgmma_tile_that_cannot_be_built_is_refused_by_name():
     from numgemm.kernel.w4a16_wgmma import W4A16Wgmma
 
@@ -226,7 +249,7 @@ WGMMA_CASES = [("fp16", False, 1, 8, 128), ("fp16", True, 70, 136, 640), ("fp16"
                                     dict(copy="tma"), dict(copy="tma", bn=64, wgs=1, stages=4),
                                     dict(copy="tma", bn=256, wgs=1, stages=4, groups=2)],
                          ids=str)
-def test_w4a16_wgmma_matches_the_rounded_weights(rng, monkeypatch, fields):
+def test_w4a16_wgmma_matches_the_rounded_weights(rng, fields):
     """The wgmma kernel at every M (WGMMA_ROWS = 1), its tiles and C in
     float32: against the product with each weight rounded to the activations'
     format at f32 sums' tolerance, and against the unrounded one at the
@@ -235,17 +258,9 @@ def test_w4a16_wgmma_matches_the_rounded_weights(rng, monkeypatch, fields):
 
     from numgemm import weight_only
     from numgemm.kernel.w4a16_wgmma import W4A16Wgmma
-    if cuda.get_current_device().compute_capability < (9, 0):
+    dev = cuda.get_current_device()
+    if dev.compute_capability < (9, 0):
         pytest.skip("wgmma is sm_90a's")
-    chosen = weight_only.choose
-    picked = []
-
-    def variant(*args):
-        spec = chosen(*args)
-        picked.append(spec)
-        return dataclasses.replace(spec, **fields) if isinstance(spec, W4A16Wgmma) else spec
-    monkeypatch.setattr(weight_only, "WGMMA_ROWS", 1)
-    monkeypatch.setattr(weight_only, "choose", variant)
     for precision, zeros, M, N, K in WGMMA_CASES:
         seed = int(rng.integers(1 << 30))
         (p, rounded), (_, exact) = (layer(np.random.default_rng(seed), N, K, precision, zeros, rows)
@@ -254,8 +269,11 @@ def test_w4a16_wgmma_matches_the_rounded_weights(rng, monkeypatch, fields):
         c_type = np.float32 if fields.get("out") == "f32" else PRECISIONS[precision].narrow_out
         out = cuda.to_device(np.full((M, N), np.nan, np.float32).astype(c_type) if c_type != np.uint16
                              else np.full((M, N), 0x7FC0, np.uint16))       # poisoned: NaN in either format
-        numgemm.gemm(cuda.to_device(x), p, out=out)
-        assert isinstance(picked[-1], W4A16Wgmma), picked[-1]
+        with weight_only.variant(rows=1, **fields):
+            spec = weight_only.choose(M, N, p, "f32" if c_type == np.float32 else PRECISIONS[precision].narrow,
+                                      dev, out)
+            numgemm.gemm(cuda.to_device(x), p, out=out)
+        assert isinstance(spec, W4A16Wgmma), spec
         got, a = out.copy_to_host(), PRECISIONS[precision].decode(x)
         assert operands.mismatch(got, a @ rounded.T, precision) is None, (M, N, K)
         err = np.linalg.norm(PRECISIONS[precision].decode(got) - a @ exact.T) / np.linalg.norm(a @ exact.T)

@@ -91,8 +91,8 @@ def main():
             nbytes = w_bytes + x.numel() * x.element_size() + M * N * x.element_size()
             gbs = nbytes / (ms_ours * 1e-3) / 1e9
             print(f"{M:>5} {ms_ours * 1e3:>9.1f} {ms_lib * 1e3:>9.1f} {ms_lib / ms_ours:>7.2f}x {gbs:>7.0f} "
-                  f"{100 * gbs / copy_gbs:>6.1f}%  {spec.name}{'' if ok else ' FAIL'}{'' if lib_ok else ' (cuBLAS FAIL)'}",
-                  flush=True)
+                  f"{100 * gbs / copy_gbs:>6.1f}%  {spec.name}{'' if ok else ' FAIL'}"
+                  f"{'' if lib_ok else ' (cuBLAS FAIL)'}", flush=True)
 
 
 def _host(c, precision):

@@ -32,8 +32,8 @@ class Shape:
 def checked(a, b, precision, kernel, preset, k, out=None, out_dtype=None, epilogue=(None,) * 4):
     """Everything about the arguments that needs no GPU: dtypes, ranks, K and
     its bound, the inner dimensions, the batch, the preset, the kernel named,
-    C's dtype and the epilogue (scale_a, scale_b, bias, activation), each
-    refused with a message naming the argument."""
+    out's shape, C's dtype and the epilogue (scale_a, scale_b, bias,
+    activation), each refused with a message naming the argument."""
     if preset not in registry.PRESETS:
         raise ValueError(f"preset must be one of {registry.PRESETS}, got {preset!r}")
     cfg = None
@@ -68,6 +68,7 @@ def checked(a, b, precision, kernel, preset, k, out=None, out_dtype=None, epilog
         raise ValueError(f"b's batch {batch_b} is neither 1 nor a's batch {batch}")
     if batch > 65535:
         raise ValueError(f"batch {batch} is more than the grid allows (65535)")
+    check_out(out, (batch, M, N) if 3 in (len(a.shape), len(b.shape)) else (M, N))
     fields = _epilogue(prec, M, N, a, *epilogue)
     if cfg is not None:                 # refused here, before the GPU is needed, where it cannot
         # one C row (or column): a kernel's scale a row (a column) reads the one value a "tensor" gives
@@ -79,6 +80,19 @@ def checked(a, b, precision, kernel, preset, k, out=None, out_dtype=None, epilog
     if cfg is not None:
         cfg = with_c_dtype(cfg, c_dtype)
     return Shape(precision, prec, (batch, M, N, K), b_units, cfg, c_dtype, fields, tuple(epilogue[:3]))
+
+
+def check_out(out, shape):
+    """out= as far as it can be checked before the GPU is needed: None, or
+    an array of C's shape that is not a NumPy one (its dtype and strides are
+    read from its device view: views.output)."""
+    if out is None:
+        return
+    if isinstance(out, np.ndarray):
+        raise TypeError("out must be a device array (__cuda_array_interface__); "
+                        "for NumPy inputs leave it out and a NumPy result is returned")
+    if tuple(getattr(out, "shape", ())) != tuple(shape):
+        raise ValueError(f"out has shape {tuple(getattr(out, 'shape', ()))}; expected {tuple(shape)}")
 
 
 def _epilogue(prec, M, N, a, scale_a, scale_b, bias, activation):

@@ -141,12 +141,7 @@ def output(out, batched, batch, M, N, dtype, host, alloc=None, encoding=""):
     if out is None:
         result, dev = alloc.empty(shape, dtype, encoding) if not host else (None, cuda.device_array(shape, dtype))
         return (dev if batched else dev.reshape(1, M, N)), host, dev if host else result
-    if isinstance(out, np.ndarray):
-        raise TypeError("out must be a device array (__cuda_array_interface__); "
-                        "for NumPy inputs leave it out and a NumPy result is returned")
-    dev = frameworks.numba_view(out)
-    if tuple(dev.shape) != shape:
-        raise ValueError(f"out has shape {tuple(dev.shape)}; expected {shape}")
+    dev = frameworks.numba_view(out)            # its shape, and that it is no NumPy array: checks.check_out
     if np.dtype(dev.dtype) != np.dtype(dtype):
         raise TypeError(f"out has dtype {dev.dtype}; expected {np.dtype(dtype).name}")
     if dev.strides[-1] != dev.dtype.itemsize:

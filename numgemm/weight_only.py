@@ -80,6 +80,7 @@ def checked(a, w, out, out_dtype, refused):
                         f"got dtype {dtype}")
     if len(a.shape) < 1 or a.shape[-1] != w.k:
         raise ValueError(f"a must be (..., K) with K = {w.k} (the weight's), got shape {tuple(a.shape)}")
+    checks.check_out(out, (*a.shape[:-1], w.n))
     own = prec.narrow
     fmt = own if out_dtype is None else _OUT.get(_name(out_dtype))
     if fmt not in (own, "f32"):
@@ -229,13 +230,8 @@ def _output(out, shape, dtype, host, alloc, encoding):
     if out is None:
         result, dev = (None, cuda.device_array(shape, dtype)) if host else alloc.empty(shape, dtype, encoding)
         result = dev if host else result
-    else:
-        if isinstance(out, np.ndarray):
-            raise TypeError("out must be a device array; for NumPy inputs leave it out and a NumPy result is "
-                            "returned")
+    else:                                       # its shape, and that it is no NumPy array: checks.check_out
         result, dev = out, frameworks.numba_view(out)
-        if tuple(dev.shape) != shape:
-            raise ValueError(f"out has shape {tuple(dev.shape)}; expected {shape}")
         if np.dtype(dev.dtype) != np.dtype(dtype):
             raise TypeError(f"out has dtype {dev.dtype}; expected {np.dtype(dtype).name}")
         if not dev.is_c_contiguous():

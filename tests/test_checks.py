@@ -6,6 +6,7 @@ import pytest
 
 import numgemm
 from numgemm import checks
+from tests.conftest import Shaped
 
 
 def test_a_named_kernel_says_the_precision_a_dtype_leaves_open():
@@ -46,6 +47,17 @@ def test_bad_epilogue_arguments_are_named(a, given, error, message):
     b = _B if a.dtype == np.float16 else np.zeros((8, 16), np.int8).T
     with pytest.raises(error, match=message):
         checks.checked(a, b, None, None, "tuned", None, None, None, given)
+
+
+@pytest.mark.parametrize("a,out,error,message", [
+    (_A, np.zeros((4, 8), np.float32), TypeError, "out must be a device array"),
+    (_A, Shaped((8, 4)), ValueError, r"out has shape \(8, 4\); expected \(4, 8\)"),
+    (np.zeros((2, 4, 16), np.float16), Shaped((4, 8)), ValueError, r"expected \(2, 4, 8\)"),
+])
+def test_a_bad_out_is_refused_before_a_gpu(a, out, error, message):
+    with pytest.raises(error, match=message):
+        checks.checked(a, _B, None, None, "tuned", None, out)
+    assert checks.checked(a, _B, None, None, "tuned", None, Shaped((2, 4, 8) if a.ndim == 3 else (4, 8))).mnk == (4, 8, 16)
 
 
 def test_a_kernel_that_cannot_apply_the_epilogue_is_refused():

@@ -10,6 +10,7 @@ import numgemm
 from numgemm import operands
 from numgemm.precision import NARROW, PRECISIONS
 from numgemm.quant import dequantize_w4, prepack_w4
+from tests.conftest import Shaped
 
 
 def layer(rng, n, k, precision="fp16", zeros=False, rows=None):
@@ -51,6 +52,10 @@ def test_the_checks_refuse_bad_calls_before_a_gpu(rng):
         numgemm.gemm(x[:, :128], p)
     with pytest.raises(ValueError, match="out_dtype must be float16 .* or float32"):
         numgemm.gemm(x, p, out_dtype="bfloat16")
+    with pytest.raises(TypeError, match="out must be a device array"):
+        numgemm.gemm(x, p, out=np.empty((3, 16), np.float16))
+    with pytest.raises(ValueError, match=r"out has shape \(16, 3\); expected \(3, 16\)"):
+        numgemm.gemm(x, p, out=Shaped((16, 3)))
     from numgemm.weight_only import checked
     assert checked(x, p, None, np.float32, {}) == (3, "f32") and checked(x, p, None, None, {}) == (3, "f16")
     pb, _ = layer(rng, 16, 256, "bf16")

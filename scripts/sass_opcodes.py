@@ -23,20 +23,18 @@ import subprocess
 import sys
 import tempfile
 
+from variants import changes_of
+
 _COUNT = """
-import ast, json, re, sys, collections
+import json, re, sys, collections
 sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
 sys.path.insert(0, {tree!r})
 from numgemm import registry
 from numgemm.kernel import build_config
 from numgemm.sass import build_many
+OPCODE = re.compile(r"^\\s*/\\*[0-9a-f]+\\*/\\s+(@!?U?P\\w+\\s+)?([A-Z][A-Z0-9_.]*)", re.M)
 
-def built(spec):
-    name, _, fields = spec.partition(":")
-    changes = {{}}
-    for item in filter(None, fields.split(",")):
-        key, _, value = item.partition("=")
-        changes[key.strip()] = ast.literal_eval(value.strip())
+def built(name, changes):
     if name == "w4a16_wgmma":
         from numgemm.kernel.w4a16_wgmma import W4A16Wgmma
         w = W4A16Wgmma(**changes)
@@ -45,23 +43,24 @@ def built(spec):
     return build_config(registry.get(name).replace(**changes), {target!r})
 
 out = {{}}
-for spec in {names!r}:
-    b = built(spec)
+for spec, (name, changes) in {kernels!r}.items():
+    b = built(name, changes)
     if {loop!r}:
         loop = b.main_loop()
         out[spec] = [collections.Counter(loop.ops), loop.mmas] if loop else [{{}}, 0]
     else:
-        ops = [m.group(2) for m in re.finditer(r"^\\s*/\\*[0-9a-f]+\\*/\\s+(@!?U?P\\w+\\s+)?([A-Z][A-Z0-9_.]*)", b.sass, re.M)]
-        out[spec] = [collections.Counter(ops), None]
+        out[spec] = [collections.Counter(m.group(2) for m in OPCODE.finditer(b.sass)), None]
 print(json.dumps(out))
 """
 
 
 def counts(tree, names, target, loop):
     """{kernel: [{opcode: count}, the loop's mmas (--loop) or None]} as tree builds them."""
+    # each NAME:FIELD=VALUE,... parsed here, so that the tree builds from literals (repr() gives them back)
+    kernels = {spec: (spec.partition(":")[0], changes_of(spec.partition(":")[2])) for spec in names}
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, NUMGEMM_CACHE_DIR=cache)
-        code = _COUNT.format(tree=os.path.abspath(tree), names=names, target=target, loop=loop)
+        code = _COUNT.format(tree=os.path.abspath(tree), kernels=kernels, target=target, loop=loop)
         done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 

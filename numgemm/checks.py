@@ -91,8 +91,9 @@ def check_out(out, shape):
     if isinstance(out, np.ndarray):
         raise TypeError("out must be a device array (__cuda_array_interface__); "
                         "for NumPy inputs leave it out and a NumPy result is returned")
-    if tuple(getattr(out, "shape", ())) != tuple(shape):
-        raise ValueError(f"out has shape {tuple(getattr(out, 'shape', ()))}; expected {tuple(shape)}")
+    got = tuple(getattr(out, "shape", ()))
+    if got != tuple(shape):
+        raise ValueError(f"out has shape {got}; expected {tuple(shape)}")
 
 
 def _epilogue(prec, M, N, a, scale_a, scale_b, bias, activation):

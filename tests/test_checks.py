@@ -57,7 +57,8 @@ def test_bad_epilogue_arguments_are_named(a, given, error, message):
 def test_a_bad_out_is_refused_before_a_gpu(a, out, error, message):
     with pytest.raises(error, match=message):
         checks.checked(a, _B, None, None, "tuned", None, out)
-    assert checks.checked(a, _B, None, None, "tuned", None, Shaped((2, 4, 8) if a.ndim == 3 else (4, 8))).mnk == (4, 8, 16)
+    right = Shaped((2, 4, 8) if a.ndim == 3 else (4, 8))
+    assert checks.checked(a, _B, None, None, "tuned", None, right).mnk == (4, 8, 16)
 
 
 def test_a_kernel_that_cannot_apply_the_epilogue_is_refused():
